@@ -1,0 +1,829 @@
+//! CBOR → JSON (WIRE.md §3): CBOR request bodies (and, in upgrade mode, CBOR
+//! responses and `cbor-seq` watch streams) become the JSON Go's
+//! `encoding/json` would have written for the value Kubernetes decodes.
+//!
+//! An incremental state machine over CBOR heads: a head split across pieces
+//! is buffered (at most nine bytes), string payloads stream straight through,
+//! and nesting lives on an explicit stack. JSON needs no lengths up front, so
+//! output is produced as the input arrives and nothing is buffered but a
+//! partial head, a partial UTF-8 sequence, the keys of open maps (duplicate
+//! detection) and the text of a tag-0 time.
+
+use super::error::{CodecError, Reason};
+use super::keys::{KeyOutcome, KeySets};
+use super::number::{write_decimal_i64, write_go_float};
+use super::time::{epoch_float_to_nano, epoch_int_to_nano, rfc3339_to_nano, MAX_TIME_TEXT};
+use super::utf8::{Utf8Sink, Utf8Stream, REPLACEMENT};
+use super::CborToJsonOptions;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Base64Url,
+    Base64,
+    Hex,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TagKind {
+    /// Dropped; the content is kept (55799 and unknown tags).
+    Transparent,
+    /// Tag 0: RFC 3339 text.
+    Time0,
+    /// Tag 1: epoch seconds.
+    Time1,
+    /// Tags 21/22/23 on a byte string.
+    Enc(Encoding),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Frame {
+    /// `remaining == None`: indefinite length.
+    Array { remaining: Option<u64>, first: bool },
+    Map {
+        remaining: Option<u64>,
+        key_next: bool,
+        first: bool,
+    },
+    /// A tag wraps the next item; `Parent` is the context it sits in, cached
+    /// so that finding it never walks the stack.
+    Tag(TagKind, Parent),
+    /// An indefinite-length string: definite chunks of `major` until a break.
+    IndefStr { major: u8 },
+}
+
+/// Where string payload bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    Json,
+    Key,
+    Time,
+    Enc(Encoding),
+}
+
+/// What the parent of a new item is, looking through tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parent {
+    Top,
+    Array,
+    MapKey,
+    MapValue,
+    IndefStr(u8),
+}
+
+/// Streaming CBOR → JSON transcoder. See the module documentation.
+#[derive(Debug)]
+pub struct CborToJson {
+    opts: CborToJsonOptions,
+    head: [u8; 9],
+    head_len: u8,
+    stack: Vec<Frame>,
+    /// Containers and tags open (indefinite strings do not count).
+    depth: usize,
+    // String payload in progress.
+    in_str: bool,
+    str_remaining: u64,
+    str_major: u8,
+    str_dest: Dest,
+    str_total: u64,
+    utf8: Utf8Stream,
+    key_start: usize,
+    tbuf: Vec<u8>,
+    enc: Encoder,
+    keys: KeySets<()>,
+    offset: u64,
+    documents: u64,
+    top_done: bool,
+    error: Option<CodecError>,
+}
+
+/// Escapes valid UTF-8 into a JSON string body.
+struct JsonSink<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+static NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+pub(crate) fn write_json_escaped(out: &mut Vec<u8>, s: &[u8]) {
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if !NEEDS_ESCAPE[b as usize] {
+            continue;
+        }
+        out.extend_from_slice(&s[start..i]);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 15) as usize],
+            ]),
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&s[start..]);
+}
+
+impl Utf8Sink for JsonSink<'_> {
+    #[inline]
+    fn valid(&mut self, b: &[u8]) {
+        write_json_escaped(self.out, b);
+    }
+    #[inline]
+    fn replacement(&mut self) {
+        self.out.extend_from_slice(REPLACEMENT);
+    }
+}
+
+/// Streaming base64 / base64url / hex of a byte string.
+#[derive(Debug, Clone, Copy)]
+struct Encoder {
+    kind: Encoding,
+    carry: [u8; 2],
+    n: u8,
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+impl Encoder {
+    fn new(kind: Encoding) -> Self {
+        Encoder {
+            kind,
+            carry: [0; 2],
+            n: 0,
+        }
+    }
+
+    fn alphabet(&self) -> &'static [u8; 64] {
+        if self.kind == Encoding::Base64Url {
+            B64URL
+        } else {
+            B64
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8], out: &mut Vec<u8>) {
+        if self.kind == Encoding::Hex {
+            for &b in data {
+                out.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+            }
+            return;
+        }
+        let a = self.alphabet();
+        while self.n > 0 && self.n < 3 {
+            let Some((&b, rest)) = data.split_first() else {
+                return;
+            };
+            data = rest;
+            if self.n == 2 {
+                let t = [self.carry[0], self.carry[1], b];
+                quad(a, t, out);
+                self.n = 0;
+            } else {
+                self.carry[1] = b;
+                self.n = 2;
+            }
+        }
+        let mut chunks = data.chunks_exact(3);
+        for c in &mut chunks {
+            quad(a, [c[0], c[1], c[2]], out);
+        }
+        let rest = chunks.remainder();
+        self.carry[..rest.len()].copy_from_slice(rest);
+        self.n = rest.len() as u8;
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.kind == Encoding::Hex {
+            return;
+        }
+        let a = self.alphabet();
+        let pad = self.kind == Encoding::Base64;
+        match self.n {
+            1 => {
+                let b = self.carry[0];
+                out.push(a[(b >> 2) as usize]);
+                out.push(a[((b & 3) << 4) as usize]);
+                if pad {
+                    out.extend_from_slice(b"==");
+                }
+            }
+            2 => {
+                let (b0, b1) = (self.carry[0], self.carry[1]);
+                out.push(a[(b0 >> 2) as usize]);
+                out.push(a[(((b0 & 3) << 4) | (b1 >> 4)) as usize]);
+                out.push(a[((b1 & 15) << 2) as usize]);
+                if pad {
+                    out.push(b'=');
+                }
+            }
+            _ => {}
+        }
+        self.n = 0;
+    }
+}
+
+#[inline]
+fn quad(a: &[u8; 64], t: [u8; 3], out: &mut Vec<u8>) {
+    let n = ((t[0] as u32) << 16) | ((t[1] as u32) << 8) | t[2] as u32;
+    out.extend_from_slice(&[
+        a[(n >> 18) as usize & 63],
+        a[(n >> 12) as usize & 63],
+        a[(n >> 6) as usize & 63],
+        a[n as usize & 63],
+    ]);
+}
+
+impl CborToJson {
+    pub fn new(opts: CborToJsonOptions) -> Self {
+        CborToJson {
+            opts,
+            head: [0; 9],
+            head_len: 0,
+            stack: Vec::new(),
+            depth: 0,
+            in_str: false,
+            str_remaining: 0,
+            str_major: 0,
+            str_dest: Dest::Json,
+            str_total: 0,
+            utf8: Utf8Stream::new(),
+            key_start: 0,
+            tbuf: Vec::new(),
+            enc: Encoder::new(Encoding::Hex),
+            keys: KeySets::new(),
+            offset: 0,
+            documents: 0,
+            top_done: false,
+            error: None,
+        }
+    }
+
+    /// Completed top-level items so far.
+    pub fn documents(&self) -> u64 {
+        self.documents
+    }
+
+    /// Feed the next piece of CBOR; JSON produced so far is appended to `out`.
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let r = self.run(input, out);
+        self.offset += input.len() as u64;
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+        r
+    }
+
+    /// The input is complete.
+    pub fn finish(&mut self, _out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let idle = self.stack.is_empty() && !self.in_str && self.head_len == 0;
+        let ok = if self.opts.sequence {
+            idle
+        } else {
+            idle && self.top_done
+        };
+        if ok {
+            Ok(())
+        } else {
+            let e = CodecError::new(Reason::Truncated, self.offset);
+            self.error = Some(e);
+            Err(e)
+        }
+    }
+
+    fn run(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let len = input.len();
+        let mut i = 0;
+        while i < len {
+            if self.in_str {
+                let take = (self.str_remaining.min((len - i) as u64)) as usize;
+                self.str_payload(&input[i..i + take], i, out)?;
+                i += take;
+                self.str_remaining -= take as u64;
+                if self.str_remaining == 0 {
+                    self.in_str = false;
+                    self.chunk_done(i, out)?;
+                }
+                continue;
+            }
+            if self.top_done && self.stack.is_empty() && !self.opts.sequence {
+                return Err(self.err(Reason::TrailingData, i));
+            }
+            // Assemble a head.
+            if self.head_len == 0 {
+                self.head[0] = input[i];
+                self.head_len = 1;
+                i += 1;
+            }
+            let need = match self.head[0] & 31 {
+                24 => 2,
+                25 => 3,
+                26 => 5,
+                27 => 9,
+                _ => 1,
+            };
+            while (self.head_len as usize) < need && i < len {
+                self.head[self.head_len as usize] = input[i];
+                self.head_len += 1;
+                i += 1;
+            }
+            if (self.head_len as usize) < need {
+                return Ok(());
+            }
+            let b0 = self.head[0];
+            let mut arg = if b0 & 31 < 24 { (b0 & 31) as u64 } else { 0 };
+            for &b in &self.head[1..need] {
+                arg = (arg << 8) | b as u64;
+            }
+            self.head_len = 0;
+            self.item(b0 >> 5, b0 & 31, arg, i, out)?;
+        }
+        Ok(())
+    }
+
+    fn err(&self, reason: Reason, i: usize) -> CodecError {
+        CodecError::new(reason, self.offset + i as u64)
+    }
+
+    /// Input bytes left after position `i` of the current piece, if known.
+    fn remaining_input(&self, i: usize) -> Option<u64> {
+        self.opts
+            .input_len
+            .map(|n| n.saturating_sub(self.offset + i as u64))
+    }
+
+    fn parent(&self) -> (Parent, Option<TagKind>) {
+        match self.stack.last() {
+            None => (Parent::Top, None),
+            Some(Frame::Tag(k, p)) => (*p, Some(*k)),
+            Some(Frame::Array { .. }) => (Parent::Array, None),
+            Some(Frame::Map { key_next: true, .. }) => (Parent::MapKey, None),
+            Some(Frame::Map { .. }) => (Parent::MapValue, None),
+            Some(Frame::IndefStr { major }) => (Parent::IndefStr(*major), None),
+        }
+    }
+
+    /// Write the separator an item needs in its container (not inside tags).
+    fn separator(&mut self, out: &mut Vec<u8>) {
+        match self.stack.last_mut() {
+            Some(Frame::Array { first, .. }) => {
+                if !*first {
+                    out.push(b',');
+                }
+                *first = false;
+            }
+            Some(Frame::Map {
+                key_next: true,
+                first,
+                ..
+            }) => {
+                if !*first {
+                    out.push(b',');
+                }
+                *first = false;
+            }
+            _ => {}
+        }
+    }
+
+    fn push_frame(&mut self, f: Frame, i: usize) -> Result<(), CodecError> {
+        if !matches!(f, Frame::IndefStr { .. }) {
+            if self.depth >= self.opts.limits.max_depth {
+                return Err(self.err(Reason::DepthExceeded, i));
+            }
+            self.depth += 1;
+        }
+        self.stack.push(f);
+        Ok(())
+    }
+
+    fn pop_frame(&mut self) -> Option<Frame> {
+        let f = self.stack.pop();
+        if let Some(f) = f {
+            if !matches!(f, Frame::IndefStr { .. }) {
+                self.depth -= 1;
+            }
+        }
+        f
+    }
+
+    /// One complete head: major type, additional info, argument. `i` is the
+    /// position just after the head.
+    fn item(
+        &mut self,
+        major: u8,
+        ai: u8,
+        arg: u64,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
+        if (28..=30).contains(&ai) || (ai == 31 && matches!(major, 0 | 1 | 6)) {
+            return Err(self.err(Reason::Syntax, i));
+        }
+        let (parent, tag) = self.parent();
+        // Breaks.
+        if major == 7 && ai == 31 {
+            return self.brk(i, out);
+        }
+        // Inside an indefinite string only definite chunks of its type may appear.
+        if let Parent::IndefStr(m) = parent {
+            if major != m || ai == 31 {
+                return Err(self.err(Reason::Syntax, i));
+            }
+            return self.begin_string(major, arg, Dest::Json, true, i, out);
+        }
+        if parent == Parent::MapKey && !matches!(major, 2 | 3 | 6) {
+            return Err(self.err(Reason::InvalidMapKey, i));
+        }
+        // Content of tags 0 and 1 is checked here.
+        match tag {
+            Some(TagKind::Time0) if major != 3 || ai == 31 => {
+                return Err(self.err(Reason::InvalidTime, i));
+            }
+            Some(TagKind::Time1) if !matches!((major, ai), (0 | 1, _) | (7, 25..=27)) => {
+                return Err(self.err(Reason::InvalidTime, i));
+            }
+            _ => {}
+        }
+        if tag.is_none() {
+            self.separator(out);
+        }
+        match major {
+            0 | 1 => {
+                if arg > i64::MAX as u64 {
+                    return Err(self.err(Reason::NumberOutOfRange, i));
+                }
+                let v = if major == 0 {
+                    arg as i64
+                } else {
+                    -1 - arg as i64
+                };
+                if tag == Some(TagKind::Time1) {
+                    out.push(b'"');
+                    if epoch_int_to_nano(v as i128, out).is_none() {
+                        return Err(self.err(Reason::InvalidTime, i));
+                    }
+                    out.push(b'"');
+                } else {
+                    write_decimal_i64(out, v);
+                }
+                self.item_done(i, out)
+            }
+            2 | 3 => {
+                let dest = match (parent, tag) {
+                    (Parent::MapKey, _) => Dest::Key,
+                    (_, Some(TagKind::Time0)) => Dest::Time,
+                    (_, Some(TagKind::Enc(e))) if major == 2 => Dest::Enc(e),
+                    _ => Dest::Json,
+                };
+                if ai == 31 {
+                    self.start_string(major, dest, i, out);
+                    self.push_frame(Frame::IndefStr { major }, i)
+                } else {
+                    self.start_string(major, dest, i, out);
+                    self.begin_string(major, arg, dest, false, i, out)
+                }
+            }
+            4 | 5 => {
+                let remaining = if ai == 31 { None } else { Some(arg) };
+                if let (Some(n), Some(left)) = (remaining, self.remaining_input(i)) {
+                    let min_bytes = if major == 4 { n } else { n.saturating_mul(2) };
+                    if min_bytes > left {
+                        return Err(self.err(Reason::LengthExceedsInput, i));
+                    }
+                }
+                if major == 4 {
+                    out.push(b'[');
+                    self.push_frame(
+                        Frame::Array {
+                            remaining,
+                            first: true,
+                        },
+                        i,
+                    )?;
+                    if remaining == Some(0) {
+                        self.pop_frame();
+                        out.push(b']');
+                        return self.item_done(i, out);
+                    }
+                } else {
+                    out.push(b'{');
+                    self.push_frame(
+                        Frame::Map {
+                            remaining,
+                            key_next: true,
+                            first: true,
+                        },
+                        i,
+                    )?;
+                    if self.opts.dedupe_keys {
+                        self.keys.open_map();
+                    }
+                    if remaining == Some(0) {
+                        self.pop_frame();
+                        if self.opts.dedupe_keys {
+                            self.keys.close_map();
+                        }
+                        out.push(b'}');
+                        return self.item_done(i, out);
+                    }
+                }
+                Ok(())
+            }
+            6 => {
+                if ai == 31 {
+                    return Err(self.err(Reason::Syntax, i));
+                }
+                let kind = match arg {
+                    0 => TagKind::Time0,
+                    1 => TagKind::Time1,
+                    2 | 3 => return Err(self.err(Reason::UnsupportedTag, i)),
+                    21 => TagKind::Enc(Encoding::Base64Url),
+                    22 => TagKind::Enc(Encoding::Base64),
+                    23 => TagKind::Enc(Encoding::Hex),
+                    _ => TagKind::Transparent,
+                };
+                if parent == Parent::MapKey && kind != TagKind::Transparent {
+                    return Err(self.err(Reason::InvalidMapKey, i));
+                }
+                match tag {
+                    Some(TagKind::Time0 | TagKind::Time1) => {
+                        return Err(self.err(Reason::InvalidTime, i));
+                    }
+                    Some(TagKind::Enc(_)) => {
+                        // An encoding tag applies only to a byte string directly inside it.
+                        if let Some(Frame::Tag(k, _)) = self.stack.last_mut() {
+                            *k = TagKind::Transparent;
+                        }
+                    }
+                    _ => {}
+                }
+                self.push_frame(Frame::Tag(kind, parent), i)
+            }
+            _ => {
+                // Major type 7: simple values and floats.
+                let f = match ai {
+                    20 => {
+                        out.extend_from_slice(b"false");
+                        return self.item_done(i, out);
+                    }
+                    21 => {
+                        out.extend_from_slice(b"true");
+                        return self.item_done(i, out);
+                    }
+                    22 => {
+                        out.extend_from_slice(b"null");
+                        return self.item_done(i, out);
+                    }
+                    24 if arg < 32 => return Err(self.err(Reason::Syntax, i)),
+                    25 => half::f16::from_bits(arg as u16).to_f64(),
+                    26 => f32::from_bits(arg as u32) as f64,
+                    27 => f64::from_bits(arg),
+                    _ => return Err(self.err(Reason::UnsupportedSimple, i)),
+                };
+                if !f.is_finite() {
+                    return Err(self.err(Reason::NanOrInfinity, i));
+                }
+                if tag == Some(TagKind::Time1) {
+                    out.push(b'"');
+                    if epoch_float_to_nano(f, out).is_none() {
+                        return Err(self.err(Reason::InvalidTime, i));
+                    }
+                    out.push(b'"');
+                } else {
+                    write_go_float(out, f);
+                }
+                self.item_done(i, out)
+            }
+        }
+    }
+
+    /// Open quote and per-string state, at the first head of a string.
+    fn start_string(&mut self, major: u8, dest: Dest, _i: usize, out: &mut Vec<u8>) {
+        self.str_major = major;
+        self.str_dest = dest;
+        self.str_total = 0;
+        self.utf8.reset();
+        match dest {
+            Dest::Json => out.push(b'"'),
+            Dest::Key => {
+                out.push(b'"');
+                if self.opts.dedupe_keys {
+                    self.key_start = self.keys.key_start();
+                }
+            }
+            Dest::Time => self.tbuf.clear(),
+            Dest::Enc(e) => {
+                out.push(b'"');
+                self.enc = Encoder::new(e);
+            }
+        }
+    }
+
+    /// A definite string (or chunk) of `len` bytes begins.
+    fn begin_string(
+        &mut self,
+        _major: u8,
+        len: u64,
+        _dest: Dest,
+        _chunk: bool,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
+        self.str_total = self.str_total.saturating_add(len);
+        if self.str_total > self.opts.limits.max_string_len {
+            return Err(self.err(Reason::StringTooLong, i));
+        }
+        if let Some(left) = self.remaining_input(i) {
+            if len > left {
+                return Err(self.err(Reason::LengthExceedsInput, i));
+            }
+        }
+        self.str_remaining = len;
+        if len == 0 {
+            return self.chunk_done(i, out);
+        }
+        self.in_str = true;
+        Ok(())
+    }
+
+    fn str_payload(&mut self, data: &[u8], i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let strict = self.str_major == 3;
+        match self.str_dest {
+            Dest::Json | Dest::Key => {
+                if self.str_dest == Dest::Key && self.opts.dedupe_keys {
+                    self.keys.key_bytes(data);
+                }
+                let mut sink = JsonSink { out };
+                if let Err(bad) = self.utf8.push(data, strict, &mut sink) {
+                    return Err(self.err(Reason::InvalidUtf8, i + bad.consumed));
+                }
+            }
+            Dest::Time => {
+                if self.tbuf.len() + data.len() > MAX_TIME_TEXT {
+                    return Err(self.err(Reason::InvalidTime, i));
+                }
+                self.tbuf.extend_from_slice(data);
+            }
+            Dest::Enc(_) => self.enc.push(data, out),
+        }
+        Ok(())
+    }
+
+    /// A definite string or one chunk of an indefinite string has ended.
+    fn chunk_done(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let in_indef = matches!(self.stack.last(), Some(Frame::IndefStr { .. }));
+        if self.str_major == 3 && matches!(self.str_dest, Dest::Json | Dest::Key) {
+            // Each text chunk must be valid UTF-8 on its own.
+            let mut sink = JsonSink { out };
+            if self.utf8.end(true, &mut sink).is_err() {
+                return Err(self.err(Reason::InvalidUtf8, i));
+            }
+        }
+        if in_indef {
+            return Ok(());
+        }
+        self.string_done(i, out)
+    }
+
+    /// A whole string value has ended.
+    fn string_done(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        match self.str_dest {
+            Dest::Json | Dest::Key => {
+                let mut sink = JsonSink { out };
+                let _ = self.utf8.end(false, &mut sink);
+                out.push(b'"');
+                if self.str_dest == Dest::Key && self.opts.dedupe_keys {
+                    if let KeyOutcome::Dup(_) = self.keys.key_end(self.key_start, ()) {
+                        return Err(self.err(Reason::DuplicateKey, i));
+                    }
+                }
+            }
+            Dest::Time => {
+                out.push(b'"');
+                if rfc3339_to_nano(&self.tbuf, out).is_none() {
+                    return Err(self.err(Reason::InvalidTime, i));
+                }
+                out.push(b'"');
+            }
+            Dest::Enc(_) => {
+                self.enc.finish(out);
+                out.push(b'"');
+            }
+        }
+        self.item_done(i, out)
+    }
+
+    fn brk(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        match self.stack.last().copied() {
+            Some(Frame::Array {
+                remaining: None, ..
+            }) => {
+                self.pop_frame();
+                out.push(b']');
+                self.item_done(i, out)
+            }
+            Some(Frame::Map {
+                remaining: None,
+                key_next: true,
+                ..
+            }) => {
+                self.pop_frame();
+                if self.opts.dedupe_keys {
+                    self.keys.close_map();
+                }
+                out.push(b'}');
+                self.item_done(i, out)
+            }
+            Some(Frame::IndefStr { .. }) => {
+                self.pop_frame();
+                self.string_done(i, out)
+            }
+            _ => Err(self.err(Reason::Syntax, i)),
+        }
+    }
+
+    /// An item completed: close tags around it and finished containers.
+    fn item_done(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        loop {
+            let Some(top) = self.stack.last_mut() else {
+                self.documents += 1;
+                if self.opts.sequence {
+                    out.push(b'\n');
+                } else {
+                    self.top_done = true;
+                }
+                return Ok(());
+            };
+            match top {
+                Frame::Tag(..) => {
+                    self.pop_frame();
+                }
+                Frame::Array { remaining, .. } => {
+                    if let Some(r) = remaining {
+                        *r -= 1;
+                        if *r == 0 {
+                            self.pop_frame();
+                            out.push(b']');
+                            continue;
+                        }
+                    }
+                    return Ok(());
+                }
+                Frame::Map {
+                    remaining,
+                    key_next,
+                    ..
+                } => {
+                    if *key_next {
+                        *key_next = false;
+                        out.push(b':');
+                        return Ok(());
+                    }
+                    *key_next = true;
+                    if let Some(r) = remaining {
+                        *r -= 1;
+                        if *r == 0 {
+                            self.pop_frame();
+                            if self.opts.dedupe_keys {
+                                self.keys.close_map();
+                            }
+                            out.push(b'}');
+                            continue;
+                        }
+                    }
+                    return Ok(());
+                }
+                Frame::IndefStr { .. } => {
+                    // Cannot happen: chunks are not items.
+                    return Err(self.err(Reason::Syntax, i));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The closed set of reasons a transcoding can fail, each with the byte offset
+//! in the input where it was found. The proxy maps a [`Reason`] to a Kubernetes
+//! `Status` (always 400 for request bodies, 502 for upstream bodies) and uses
+//! [`Reason::as_str`] as the bounded `reason` label of
+//! `cborgate_transcode_errors_total`.
+
+use std::fmt;
+
+/// Why the input could not be transcoded. The set is closed so that it can be a
+/// metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The input ended in the middle of an item (or was empty).
+    Truncated,
+    /// The input is not well-formed JSON / CBOR.
+    Syntax,
+    /// Bytes follow the one data item of a single body.
+    TrailingData,
+    /// Nesting deeper than the configured limit.
+    DepthExceeded,
+    /// A CBOR text string that is not valid UTF-8.
+    InvalidUtf8,
+    /// The same map key twice (CBOR input; text and byte keys with equal bytes
+    /// count as the same), or a duplicate JSON key whose first occurrence had
+    /// already been streamed out.
+    DuplicateKey,
+    /// A JSON number outside the float64 range, or a CBOR integer outside int64.
+    NumberOutOfRange,
+    /// A JSON number literal longer than the configured limit.
+    NumberTooLong,
+    /// A string longer than the configured limit.
+    StringTooLong,
+    /// NaN or an infinity (CBOR input, any width).
+    NanOrInfinity,
+    /// A CBOR simple value other than false, true and null (including undefined).
+    UnsupportedSimple,
+    /// CBOR bignum tags 2 and 3.
+    UnsupportedTag,
+    /// A CBOR map key that is not a text or byte string.
+    InvalidMapKey,
+    /// Tag 0 or tag 1 content that is not a valid time.
+    InvalidTime,
+    /// A CBOR length that claims more bytes than the input holds.
+    LengthExceedsInput,
+}
+
+impl Reason {
+    /// Bounded, stable label text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Truncated => "truncated",
+            Reason::Syntax => "syntax",
+            Reason::TrailingData => "trailing_data",
+            Reason::DepthExceeded => "depth_exceeded",
+            Reason::InvalidUtf8 => "invalid_utf8",
+            Reason::DuplicateKey => "duplicate_key",
+            Reason::NumberOutOfRange => "number_out_of_range",
+            Reason::NumberTooLong => "number_too_long",
+            Reason::StringTooLong => "string_too_long",
+            Reason::NanOrInfinity => "nan_or_infinity",
+            Reason::UnsupportedSimple => "unsupported_simple_value",
+            Reason::UnsupportedTag => "unsupported_tag",
+            Reason::InvalidMapKey => "invalid_map_key",
+            Reason::InvalidTime => "invalid_time",
+            Reason::LengthExceedsInput => "length_exceeds_input",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Reason::Truncated => "unexpected end of input",
+            Reason::Syntax => "malformed input",
+            Reason::TrailingData => "unexpected data after the top-level item",
+            Reason::DepthExceeded => "nesting exceeds the maximum depth",
+            Reason::InvalidUtf8 => "text string is not valid UTF-8",
+            Reason::DuplicateKey => "duplicate map key",
+            Reason::NumberOutOfRange => "number is out of range",
+            Reason::NumberTooLong => "number literal is too long",
+            Reason::StringTooLong => "string is longer than the limit",
+            Reason::NanOrInfinity => "floating-point NaN and infinities are not accepted",
+            Reason::UnsupportedSimple => "only simple values false, true, and null are accepted",
+            Reason::UnsupportedTag => "bignum tags are not accepted",
+            Reason::InvalidMapKey => "map keys must be text or byte strings",
+            Reason::InvalidTime => "invalid time value",
+            Reason::LengthExceedsInput => "length exceeds the remaining input",
+        }
+    }
+}
+
+/// A transcoding failure: what went wrong and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodecError {
+    /// Offset in the input (counted from the first byte ever fed) at which the
+    /// problem was detected.
+    pub offset: u64,
+    pub reason: Reason,
+}
+
+impl CodecError {
+    pub fn new(reason: Reason, offset: u64) -> Self {
+        CodecError { offset, reason }
+    }
+}
+
+impl fmt::Display for CodecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at byte offset {}",
+            self.reason.describe(),
+            self.offset
+        )
+    }
+}
+
+impl std::error::Error for CodecError {}

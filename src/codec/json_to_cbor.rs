@@ -1,0 +1,925 @@
+//! JSON → CBOR (WIRE.md §2): upstream JSON bodies and watch events become the
+//! CBOR a CBOR-enabled kube-apiserver writes.
+//!
+//! The transcoder is an incremental state machine: feed it JSON in pieces of
+//! any size and it appends CBOR to the caller's buffer as soon as it can.
+//!
+//! Definite lengths need the element count before the elements. The emitter
+//! therefore writes container and string *contents* to an internal buffer
+//! (`body`) and records each pending head as a [`Slot`] (position, major type,
+//! count). When a document completes, one pass interleaves heads and contents
+//! into the output. If a document outgrows the streaming window while
+//! containers or a string are still open, everything buffered is written out
+//! and the still-open items switch to indefinite length (`9f`/`bf`/`5f`/`7f` …
+//! `ff`), so memory stays bounded by the window, not by the body.
+//!
+//! Duplicate keys: the last one wins, as in Go. When detection is on, the
+//! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
+//! streamed out (maps larger than the window) the input is rejected instead.
+
+use super::error::{CodecError, Reason};
+use super::keys::{KeyOutcome, KeySets};
+use super::number::{
+    interpret_json_number, write_float, write_head, write_int, JsonNumber, MAJOR_ARRAY,
+    MAJOR_BYTES, MAJOR_MAP, MAJOR_TEXT, SELF_DESCRIBED,
+};
+use super::utf8::{Utf8Sink, Utf8Stream, REPLACEMENT};
+use super::{JsonToCborOptions, StringMode};
+
+/// Bytes that end a plain run inside a JSON string.
+static STR_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// Longest plain string run handled per step, so that the window check runs
+/// often even when a caller feeds one huge piece.
+const MAX_RUN: usize = 64 * 1024;
+const NONE: usize = usize::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotKind {
+    /// An array or map head; `len` is the element or pair count.
+    Container,
+    /// A whole string's head; `len` is its byte length.
+    Str,
+    /// One chunk of an indefinite-length string.
+    Chunk,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    pos: usize,
+    major: u8,
+    kind: SlotKind,
+    len: u64,
+    open: bool,
+}
+
+/// A duplicate key's earlier pair, cut out at assembly: body bytes and slots.
+#[derive(Debug, Clone, Copy)]
+struct Hole {
+    body: (usize, usize),
+    slots: (usize, usize),
+}
+
+/// Where a map pair lives, in absolute (never reset) positions.
+#[derive(Debug, Clone, Copy, Default)]
+struct PairLoc {
+    body_start: u64,
+    body_end: u64,
+    slot_start: u64,
+    slot_end: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Container {
+    Array,
+    Object,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    kind: Container,
+    /// Index of this container's head in `slots`, or NONE once streamed out as
+    /// indefinite length.
+    slot: usize,
+    count: u64,
+    /// Key-set entry of the pair being read (objects with duplicate detection).
+    entry: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Num {
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpDigits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// A value is expected.
+    Value,
+    /// After `[`: a value or `]`.
+    ArrayFirst,
+    /// After `{`: a key or `}`.
+    ObjectFirst,
+    /// After `,` in an object: a key.
+    Key,
+    Colon,
+    /// After a value inside a container: `,` or the closer.
+    AfterValue,
+    /// A single body is complete; only whitespace may follow.
+    TopDone,
+    Str,
+    Escape,
+    Unicode {
+        n: u8,
+        acc: u16,
+    },
+    Number(Num),
+    Literal {
+        lit: u8,
+        idx: u8,
+    },
+}
+
+const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
+const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
+
+/// Streaming JSON → CBOR transcoder. See the module documentation.
+#[derive(Debug)]
+pub struct JsonToCbor {
+    opts: JsonToCborOptions,
+    str_major: u8,
+    state: State,
+    stack: Vec<Frame>,
+    // Emitter.
+    body: Vec<u8>,
+    slots: Vec<Slot>,
+    holes: Vec<Hole>,
+    /// Bytes and slots already written out in this document (absolute bases).
+    body_base: u64,
+    slot_base: u64,
+    // Current string.
+    str_slot: usize,
+    str_is_key: bool,
+    str_len: u64,
+    utf8: Utf8Stream,
+    pending_high: Option<u16>,
+    key_start: usize,
+    pending_pair: PairLoc,
+    /// The first bytes of a depth-1 key in watch mode, to spot `object`.
+    probe: [u8; 7],
+    probe_len: u8,
+    /// The key just read is `object` at depth 1 of a watch event.
+    key_is_object: bool,
+    tag_next_value: bool,
+    // Current number.
+    num: Vec<u8>,
+    // Duplicate keys.
+    keys: KeySets<PairLoc>,
+    // Progress.
+    offset: u64,
+    documents: u64,
+    error: Option<CodecError>,
+}
+
+/// Appends validated string bytes to the body and, when a key is being
+/// collected, to the key arena / the watch `object` probe.
+struct Sink<'a> {
+    body: &'a mut Vec<u8>,
+}
+
+impl Utf8Sink for Sink<'_> {
+    #[inline]
+    fn valid(&mut self, b: &[u8]) {
+        self.body.extend_from_slice(b);
+    }
+    #[inline]
+    fn replacement(&mut self) {
+        self.body.extend_from_slice(REPLACEMENT);
+    }
+}
+
+impl JsonToCbor {
+    pub fn new(opts: JsonToCborOptions) -> Self {
+        let str_major = match opts.strings {
+            StringMode::Bytes => MAJOR_BYTES,
+            StringMode::Text => MAJOR_TEXT,
+        };
+        JsonToCbor {
+            opts,
+            str_major,
+            state: State::Value,
+            stack: Vec::new(),
+            body: Vec::new(),
+            slots: Vec::new(),
+            holes: Vec::new(),
+            body_base: 0,
+            slot_base: 0,
+            str_slot: NONE,
+            str_is_key: false,
+            str_len: 0,
+            utf8: Utf8Stream::new(),
+            pending_high: None,
+            key_start: 0,
+            pending_pair: PairLoc::default(),
+            probe: [0; 7],
+            probe_len: 0,
+            key_is_object: false,
+            tag_next_value: false,
+            num: Vec::new(),
+            keys: KeySets::new(),
+            offset: 0,
+            documents: 0,
+            error: None,
+        }
+    }
+
+    /// Completed documents (watch events) so far.
+    pub fn documents(&self) -> u64 {
+        self.documents
+    }
+
+    /// Bytes held back waiting for a document (or the window) to complete.
+    pub fn buffered(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Input bytes consumed so far.
+    pub fn consumed(&self) -> u64 {
+        self.offset
+    }
+
+    /// Feed the next piece of JSON; CBOR produced so far is appended to `out`.
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let r = self.run(input, out);
+        self.offset += input.len() as u64;
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+        r
+    }
+
+    /// The input is complete: finish a trailing number and check that the
+    /// document (or the last watch event) is whole.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let r = self.finish_inner(out);
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+        r
+    }
+
+    fn finish_inner(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let at = self.offset;
+        if let State::Number(n) = self.state {
+            self.end_number(n, at, out)?;
+        }
+        match self.state {
+            State::TopDone => Ok(()),
+            State::Value if self.stack.is_empty() && self.opts.watch => Ok(()),
+            _ => Err(CodecError::new(Reason::Truncated, at)),
+        }
+    }
+
+    fn err(&self, reason: Reason, i: usize) -> CodecError {
+        CodecError::new(reason, self.offset + i as u64)
+    }
+
+    fn run(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let len = input.len();
+        let mut i = 0;
+        while i < len {
+            match self.state {
+                State::Str => {
+                    let start = i;
+                    let stop = len.min(i + MAX_RUN);
+                    while i < stop && !STR_STOP[input[i] as usize] {
+                        i += 1;
+                    }
+                    if i > start {
+                        self.str_raw(&input[start..i], start, out)?;
+                    }
+                    if i >= stop {
+                        continue;
+                    }
+                    match input[i] {
+                        b'"' => {
+                            self.end_string(i, out)?;
+                        }
+                        b'\\' => self.state = State::Escape,
+                        _ => return Err(self.err(Reason::Syntax, i)),
+                    }
+                    i += 1;
+                }
+                State::Value
+                | State::ArrayFirst
+                | State::ObjectFirst
+                | State::Key
+                | State::Colon
+                | State::AfterValue
+                | State::TopDone => {
+                    let b = input[i];
+                    if is_ws(b) {
+                        i += 1;
+                        continue;
+                    }
+                    self.structural(b, i, out)?;
+                    i += 1;
+                }
+                State::Number(mut n) => {
+                    // Fast path over digits.
+                    let start = i;
+                    while let Some(&b) = input.get(i) {
+                        let next = match (n, b) {
+                            (Num::Minus, b'0') => Num::Zero,
+                            (Num::Minus, b'1'..=b'9') => Num::Int,
+                            (Num::Int, b'0'..=b'9') => Num::Int,
+                            (Num::Zero | Num::Int, b'.') => Num::Dot,
+                            (Num::Dot | Num::Frac, b'0'..=b'9') => Num::Frac,
+                            (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Num::Exp,
+                            (Num::Exp, b'+' | b'-') => Num::ExpSign,
+                            (Num::Exp | Num::ExpSign | Num::ExpDigits, b'0'..=b'9') => {
+                                Num::ExpDigits
+                            }
+                            _ => break,
+                        };
+                        n = next;
+                        i += 1;
+                    }
+                    if self.num.len() + (i - start) > self.opts.limits.max_number_len {
+                        return Err(self.err(Reason::NumberTooLong, i));
+                    }
+                    self.num.extend_from_slice(&input[start..i]);
+                    if i < len {
+                        // Any other byte ends the number; it is examined again.
+                        self.end_number(n, self.offset + i as u64, out)?;
+                    } else {
+                        self.state = State::Number(n);
+                    }
+                }
+                State::Escape => {
+                    let b = input[i];
+                    let c = match b {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            self.state = State::Unicode { n: 0, acc: 0 };
+                            i += 1;
+                            continue;
+                        }
+                        _ => return Err(self.err(Reason::Syntax, i)),
+                    };
+                    self.str_char(c, i, out)?;
+                    self.state = State::Str;
+                    i += 1;
+                }
+                State::Unicode { n, acc } => {
+                    let b = input[i];
+                    let d = match b {
+                        b'0'..=b'9' => b - b'0',
+                        b'a'..=b'f' => b - b'a' + 10,
+                        b'A'..=b'F' => b - b'A' + 10,
+                        _ => return Err(self.err(Reason::Syntax, i)),
+                    };
+                    let acc = (acc << 4) | d as u16;
+                    if n == 3 {
+                        self.state = State::Str;
+                        self.str_unicode(acc, i, out)?;
+                    } else {
+                        self.state = State::Unicode { n: n + 1, acc };
+                    }
+                    i += 1;
+                }
+                State::Literal { lit, idx } => {
+                    let word = LITERALS[lit as usize];
+                    if input[i] != word[idx as usize] {
+                        return Err(self.err(Reason::Syntax, i));
+                    }
+                    i += 1;
+                    if idx as usize + 1 == word.len() {
+                        self.body.push(LITERAL_CBOR[lit as usize]);
+                        self.value_done(out);
+                    } else {
+                        self.state = State::Literal { lit, idx: idx + 1 };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A structural byte (not whitespace) outside strings, numbers and literals.
+    fn structural(&mut self, b: u8, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        // Outgrown the window: stream out what is buffered. Checked only where
+        // a token starts, so the output never depends on how input was cut.
+        if self.body.len() >= self.opts.window
+            && !self.stack.is_empty()
+            && matches!(
+                self.state,
+                State::Value | State::ArrayFirst | State::ObjectFirst | State::Key
+            )
+        {
+            let end = self.body.len();
+            self.flush(out, end);
+        }
+        match self.state {
+            State::Value => self.begin_value(b, i),
+            State::ArrayFirst => {
+                if b == b']' {
+                    self.close(Container::Array, i, out)
+                } else {
+                    self.begin_value(b, i)
+                }
+            }
+            State::ObjectFirst | State::Key => match b {
+                b'"' => self.begin_string(true, i),
+                b'}' if self.state == State::ObjectFirst => self.close(Container::Object, i, out),
+                _ => Err(self.err(Reason::Syntax, i)),
+            },
+            State::Colon => {
+                if b != b':' {
+                    return Err(self.err(Reason::Syntax, i));
+                }
+                self.tag_next_value = self.key_is_object;
+                self.state = State::Value;
+                Ok(())
+            }
+            State::AfterValue => match (b, self.stack.last().map(|f| f.kind)) {
+                (b',', Some(Container::Array)) => {
+                    self.state = State::Value;
+                    Ok(())
+                }
+                (b',', Some(Container::Object)) => {
+                    self.state = State::Key;
+                    Ok(())
+                }
+                (b']', Some(Container::Array)) => self.close(Container::Array, i, out),
+                (b'}', Some(Container::Object)) => self.close(Container::Object, i, out),
+                _ => Err(self.err(Reason::Syntax, i)),
+            },
+            State::TopDone => Err(self.err(Reason::TrailingData, i)),
+            _ => Err(self.err(Reason::Syntax, i)),
+        }
+    }
+
+    fn begin_value(&mut self, b: u8, i: usize) -> Result<(), CodecError> {
+        if self.stack.is_empty() {
+            // A new document (or watch event) starts.
+            self.body.extend_from_slice(&SELF_DESCRIBED);
+        } else if let Some(f) = self.stack.last_mut() {
+            if f.kind == Container::Array {
+                f.count += 1;
+            }
+        }
+        if self.tag_next_value {
+            self.tag_next_value = false;
+            self.body.extend_from_slice(&SELF_DESCRIBED);
+        }
+        match b {
+            b'{' | b'[' => {
+                if self.stack.len() >= self.opts.limits.max_depth {
+                    return Err(self.err(Reason::DepthExceeded, i));
+                }
+                let (kind, major, state) = if b == b'{' {
+                    (Container::Object, MAJOR_MAP, State::ObjectFirst)
+                } else {
+                    (Container::Array, MAJOR_ARRAY, State::ArrayFirst)
+                };
+                self.slots.push(Slot {
+                    pos: self.body.len(),
+                    major,
+                    kind: SlotKind::Container,
+                    len: 0,
+                    open: true,
+                });
+                self.stack.push(Frame {
+                    kind,
+                    slot: self.slots.len() - 1,
+                    count: 0,
+                    entry: NONE,
+                });
+                if kind == Container::Object && self.opts.dedupe_keys {
+                    self.keys.open_map();
+                }
+                self.state = state;
+                Ok(())
+            }
+            b'"' => self.begin_string(false, i),
+            b'-' => {
+                self.begin_number(Num::Minus, b);
+                Ok(())
+            }
+            b'0' => {
+                self.begin_number(Num::Zero, b);
+                Ok(())
+            }
+            b'1'..=b'9' => {
+                self.begin_number(Num::Int, b);
+                Ok(())
+            }
+            b't' => {
+                self.state = State::Literal { lit: 0, idx: 1 };
+                Ok(())
+            }
+            b'f' => {
+                self.state = State::Literal { lit: 1, idx: 1 };
+                Ok(())
+            }
+            b'n' => {
+                self.state = State::Literal { lit: 2, idx: 1 };
+                Ok(())
+            }
+            _ => Err(self.err(Reason::Syntax, i)),
+        }
+    }
+
+    fn begin_number(&mut self, n: Num, b: u8) {
+        self.num.clear();
+        self.num.push(b);
+        self.state = State::Number(n);
+    }
+
+    fn end_number(&mut self, n: Num, at: u64, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if !matches!(n, Num::Zero | Num::Int | Num::Frac | Num::ExpDigits) {
+            return Err(CodecError::new(Reason::Syntax, at));
+        }
+        let integral = matches!(n, Num::Zero | Num::Int);
+        match interpret_json_number(&self.num, integral) {
+            Some(JsonNumber::Int(v)) => write_int(&mut self.body, v),
+            Some(JsonNumber::Float(f)) => write_float(&mut self.body, f),
+            None => return Err(CodecError::new(Reason::NumberOutOfRange, at)),
+        }
+        self.value_done(out);
+        Ok(())
+    }
+
+    fn begin_string(&mut self, is_key: bool, _i: usize) -> Result<(), CodecError> {
+        if is_key {
+            let pair = PairLoc {
+                body_start: self.body_base + self.body.len() as u64,
+                slot_start: self.slot_base + self.slots.len() as u64,
+                ..PairLoc::default()
+            };
+            if let Some(f) = self.stack.last_mut() {
+                f.count += 1;
+                // Stash the pair start in the frame until the key is known.
+                f.entry = NONE;
+            }
+            self.pending_pair = pair;
+            if self.opts.dedupe_keys {
+                self.key_start = self.keys.key_start();
+            }
+        }
+        self.slots.push(Slot {
+            pos: self.body.len(),
+            major: self.str_major,
+            kind: SlotKind::Str,
+            len: 0,
+            open: true,
+        });
+        self.str_slot = self.slots.len() - 1;
+        self.str_is_key = is_key;
+        self.str_len = 0;
+        self.state = State::Str;
+        Ok(())
+    }
+
+    /// Account for new string bytes appended to the body since `from`.
+    #[inline]
+    fn str_added(&mut self, from: usize, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let added = (self.body.len() - from) as u64;
+        self.str_len += added;
+        if self.str_len > self.opts.limits.max_string_len {
+            return Err(self.err(Reason::StringTooLong, i));
+        }
+        if self.str_is_key {
+            if self.opts.dedupe_keys {
+                self.keys.key_bytes(&self.body[from..]);
+            }
+            if self.opts.watch && self.stack.len() == 1 {
+                for &b in &self.body[from..] {
+                    let n = self.probe_len as usize;
+                    if n >= self.probe.len() {
+                        break;
+                    }
+                    self.probe[n] = b;
+                    self.probe_len += 1;
+                }
+            }
+        }
+        // A long string streams out in chunks of exactly `window` content
+        // bytes (floored to a character boundary for text), wherever the
+        // input pieces happen to end.
+        while let Some(slot) = self.slots.get(self.str_slot) {
+            let content = &self.body[slot.pos..];
+            if content.len() < self.opts.window.max(1) {
+                break;
+            }
+            let mut cut = self.opts.window.max(1);
+            if self.str_major == MAJOR_TEXT {
+                while cut > 0 && (content[cut] & 0xC0) == 0x80 {
+                    cut -= 1;
+                }
+                if cut == 0 {
+                    cut = 1;
+                    while cut < content.len() && (content[cut] & 0xC0) == 0x80 {
+                        cut += 1;
+                    }
+                }
+            }
+            let end = slot.pos + cut;
+            self.flush(out, end);
+        }
+        Ok(())
+    }
+
+    fn str_raw(&mut self, run: &[u8], i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let from = self.body.len();
+        if self.pending_high.take().is_some() {
+            self.body.extend_from_slice(REPLACEMENT);
+        }
+        if run.is_ascii() && self.utf8.is_clear() {
+            self.body.extend_from_slice(run);
+        } else {
+            let mut sink = Sink {
+                body: &mut self.body,
+            };
+            let _ = self.utf8.push(run, false, &mut sink);
+        }
+        self.str_added(from, i, out)
+    }
+
+    fn str_char(&mut self, c: char, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let from = self.body.len();
+        if self.pending_high.take().is_some() {
+            self.body.extend_from_slice(REPLACEMENT);
+        }
+        let mut sink = Sink {
+            body: &mut self.body,
+        };
+        let _ = self.utf8.end(false, &mut sink);
+        let mut buf = [0u8; 4];
+        self.body
+            .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        self.str_added(from, i, out)
+    }
+
+    /// A `\uXXXX` escape, with Go's surrogate rules: a valid pair combines, any
+    /// lone surrogate becomes U+FFFD.
+    fn str_unicode(&mut self, v: u16, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        if let Some(h) = self.pending_high.take() {
+            if (0xDC00..=0xDFFF).contains(&v) {
+                let c = 0x10000 + (((h as u32) - 0xD800) << 10) + ((v as u32) - 0xDC00);
+                return self.str_char(char::from_u32(c).unwrap_or('\u{FFFD}'), i, out);
+            }
+            self.str_char('\u{FFFD}', i, out)?;
+        }
+        if (0xD800..=0xDBFF).contains(&v) {
+            // Flush a pending partial UTF-8 sequence before deferring.
+            let from = self.body.len();
+            let mut sink = Sink {
+                body: &mut self.body,
+            };
+            let _ = self.utf8.end(false, &mut sink);
+            self.str_added(from, i, out)?;
+            self.pending_high = Some(v);
+            Ok(())
+        } else {
+            let c = char::from_u32(v as u32).unwrap_or('\u{FFFD}');
+            self.str_char(c, i, out)
+        }
+    }
+
+    fn end_string(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let from = self.body.len();
+        if self.pending_high.take().is_some() {
+            self.body.extend_from_slice(REPLACEMENT);
+        }
+        let mut sink = Sink {
+            body: &mut self.body,
+        };
+        let _ = self.utf8.end(false, &mut sink);
+        self.str_added(from, i, out)?;
+        let end = self.body.len();
+        if let Some(slot) = self.slots.get_mut(self.str_slot) {
+            slot.len = (end - slot.pos) as u64;
+            slot.open = false;
+            if slot.kind == SlotKind::Chunk {
+                self.body.push(0xff);
+            }
+        }
+        self.str_slot = NONE;
+        if self.str_is_key {
+            self.end_key(i)?;
+            self.state = State::Colon;
+            Ok(())
+        } else {
+            self.value_done(out);
+            Ok(())
+        }
+    }
+
+    fn end_key(&mut self, i: usize) -> Result<(), CodecError> {
+        self.key_is_object = self.opts.watch
+            && self.stack.len() == 1
+            && self.probe_len as usize == 6
+            && &self.probe[..6] == b"object";
+        self.probe_len = 0;
+        if !self.opts.dedupe_keys {
+            return Ok(());
+        }
+        let pair = self.pending_pair;
+        match self.keys.key_end(self.key_start, pair) {
+            KeyOutcome::New(idx) => {
+                if let Some(f) = self.stack.last_mut() {
+                    f.entry = idx;
+                }
+                Ok(())
+            }
+            KeyOutcome::Dup(idx) => {
+                let Some(earlier) = self.keys.payload_mut(idx) else {
+                    return Ok(());
+                };
+                let old = *earlier;
+                *earlier = pair;
+                if old.body_start < self.body_base || old.slot_start < self.slot_base {
+                    // The earlier pair has already been streamed out.
+                    return Err(self.err(Reason::DuplicateKey, i));
+                }
+                self.holes.push(Hole {
+                    body: (
+                        (old.body_start - self.body_base) as usize,
+                        (old.body_end - self.body_base) as usize,
+                    ),
+                    slots: (
+                        (old.slot_start - self.slot_base) as usize,
+                        (old.slot_end - self.slot_base) as usize,
+                    ),
+                });
+                if let Some(f) = self.stack.last_mut() {
+                    f.count -= 1;
+                    f.entry = idx;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn close(&mut self, kind: Container, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let Some(f) = self.stack.pop() else {
+            return Err(self.err(Reason::Syntax, i));
+        };
+        if f.kind != kind {
+            return Err(self.err(Reason::Syntax, i));
+        }
+        match self.slots.get_mut(f.slot) {
+            Some(slot) if f.slot != NONE => {
+                slot.len = f.count;
+                slot.open = false;
+            }
+            _ => self.body.push(0xff),
+        }
+        if kind == Container::Object && self.opts.dedupe_keys {
+            self.keys.close_map();
+        }
+        self.value_done(out);
+        Ok(())
+    }
+
+    /// A value just ended.
+    fn value_done(&mut self, out: &mut Vec<u8>) {
+        match self.stack.last().copied() {
+            None => {
+                let end = self.body.len();
+                self.flush(out, end);
+                self.body_base = 0;
+                self.slot_base = 0;
+                self.documents += 1;
+                self.state = if self.opts.watch {
+                    State::Value
+                } else {
+                    State::TopDone
+                };
+            }
+            Some(f) => {
+                if f.kind == Container::Object && self.opts.dedupe_keys && f.entry != NONE {
+                    let body_end = self.body_base + self.body.len() as u64;
+                    let slot_end = self.slot_base + self.slots.len() as u64;
+                    if let Some(p) = self.keys.payload_mut(f.entry) {
+                        p.body_end = body_end;
+                        p.slot_end = slot_end;
+                    }
+                }
+                self.state = State::AfterValue;
+            }
+        }
+    }
+
+    /// Write `body[..end]` to `out` with its heads. Still-open containers
+    /// switch to indefinite length; an open string (always the last slot)
+    /// becomes an indefinite string whose next chunk starts with what is
+    /// kept, `body[end..]`.
+    fn flush(&mut self, out: &mut Vec<u8>, end: usize) {
+        out.reserve(end + self.slots.len() * 3);
+        if self.holes.is_empty() {
+            let mut cur = 0;
+            for s in &self.slots {
+                out.extend_from_slice(&self.body[cur..s.pos]);
+                write_slot_head(out, s, end);
+                cur = s.pos;
+            }
+            out.extend_from_slice(&self.body[cur..end]);
+        } else {
+            self.flush_with_holes(out, end);
+        }
+        let open_string = self.str_slot != NONE;
+        self.body_base += end as u64;
+        self.slot_base += self.slots.len() as u64;
+        self.body.drain(..end);
+        self.slots.clear();
+        self.holes.clear();
+        for f in &mut self.stack {
+            f.slot = NONE;
+        }
+        if open_string {
+            // The rest of the string goes into further chunks.
+            self.slots.push(Slot {
+                pos: 0,
+                major: self.str_major,
+                kind: SlotKind::Chunk,
+                len: 0,
+                open: true,
+            });
+            self.str_slot = 0;
+        }
+    }
+
+    fn flush_with_holes(&mut self, out: &mut Vec<u8>, end: usize) {
+        let mut holes = std::mem::take(&mut self.holes);
+        holes.sort_by_key(|h| h.body.0);
+        let mut skip_slot = vec![false; self.slots.len()];
+        for h in &holes {
+            for s in skip_slot
+                .iter_mut()
+                .take(h.slots.1.min(self.slots.len()))
+                .skip(h.slots.0)
+            {
+                *s = true;
+            }
+        }
+        // Copy body[a..b] minus the holes.
+        let copy = |out: &mut Vec<u8>, body: &[u8], a: usize, b: usize| {
+            let mut cur = a;
+            for h in &holes {
+                let (hs, he) = h.body;
+                if he <= cur || hs >= b {
+                    continue;
+                }
+                if hs > cur {
+                    out.extend_from_slice(&body[cur..hs]);
+                }
+                cur = cur.max(he);
+            }
+            if cur < b {
+                out.extend_from_slice(&body[cur..b]);
+            }
+        };
+        let mut cur = 0;
+        for (idx, s) in self.slots.iter().enumerate() {
+            copy(out, &self.body, cur, s.pos);
+            if !skip_slot[idx] {
+                write_slot_head(out, s, end);
+            }
+            cur = s.pos;
+        }
+        copy(out, &self.body, cur, end);
+    }
+}
+
+/// The head for a slot when `body[..end]` is written out.
+fn write_slot_head(out: &mut Vec<u8>, s: &Slot, end: usize) {
+    if !s.open {
+        write_head(out, s.major, s.len);
+        return;
+    }
+    match s.kind {
+        SlotKind::Container => out.push(s.major | 31),
+        SlotKind::Str => {
+            out.push(s.major | 31);
+            write_head(out, s.major, (end - s.pos) as u64);
+        }
+        SlotKind::Chunk => write_head(out, s.major, (end - s.pos) as u64),
+    }
+}

@@ -1,0 +1,237 @@
+//! Numbers on both sides: CBOR heads and the shortest exact float width
+//! (JSON → CBOR), and Go's `encoding/json` number text (CBOR → JSON).
+//!
+//! JSON number literals are parsed with the standard library's `f64` parser,
+//! which is correctly rounded (unlike serde_json's default fast path).
+
+use std::io::Write as _;
+
+/// CBOR major types, already shifted into the top three bits.
+pub(crate) const MAJOR_UINT: u8 = 0 << 5;
+pub(crate) const MAJOR_NINT: u8 = 1 << 5;
+pub(crate) const MAJOR_BYTES: u8 = 2 << 5;
+pub(crate) const MAJOR_TEXT: u8 = 3 << 5;
+pub(crate) const MAJOR_ARRAY: u8 = 4 << 5;
+pub(crate) const MAJOR_MAP: u8 = 5 << 5;
+
+/// The self-described CBOR tag 55799 (`d9 d9 f7`).
+pub const SELF_DESCRIBED: [u8; 3] = [0xd9, 0xd9, 0xf7];
+
+/// Append a CBOR head (major type + argument) in its shortest form.
+#[inline]
+pub(crate) fn write_head(out: &mut Vec<u8>, major: u8, arg: u64) {
+    if arg < 24 {
+        out.push(major | arg as u8);
+    } else if arg <= u8::MAX as u64 {
+        out.extend_from_slice(&[major | 24, arg as u8]);
+    } else if arg <= u16::MAX as u64 {
+        out.push(major | 25);
+        out.extend_from_slice(&(arg as u16).to_be_bytes());
+    } else if arg <= u32::MAX as u64 {
+        out.push(major | 26);
+        out.extend_from_slice(&(arg as u32).to_be_bytes());
+    } else {
+        out.push(major | 27);
+        out.extend_from_slice(&arg.to_be_bytes());
+    }
+}
+
+/// Append an int64 as a CBOR integer.
+#[inline]
+pub(crate) fn write_int(out: &mut Vec<u8>, v: i64) {
+    if v >= 0 {
+        write_head(out, MAJOR_UINT, v as u64);
+    } else {
+        write_head(out, MAJOR_NINT, !(v as u64));
+    }
+}
+
+/// Append a float in the shortest of float16/float32/float64 that holds it
+/// exactly (1.0 → `f9 3c 00`, 100000.0 → `fa 47 c3 50 00`).
+pub(crate) fn write_float(out: &mut Vec<u8>, f: f64) {
+    let h = half::f16::from_f64(f);
+    if h.to_f64().to_bits() == f.to_bits() {
+        out.push(0xf9);
+        out.extend_from_slice(&h.to_bits().to_be_bytes());
+        return;
+    }
+    let s = f as f32;
+    if (s as f64).to_bits() == f.to_bits() {
+        out.push(0xfa);
+        out.extend_from_slice(&s.to_bits().to_be_bytes());
+        return;
+    }
+    out.push(0xfb);
+    out.extend_from_slice(&f.to_bits().to_be_bytes());
+}
+
+/// What a JSON number literal becomes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum JsonNumber {
+    Int(i64),
+    Float(f64),
+}
+
+/// Interpret a syntactically valid JSON number literal the way Kubernetes'
+/// JSON decoder does: no `.`/`e`/`E` and fits int64 → integer; anything else →
+/// the correctly rounded float64. `None` when the value is outside float64's
+/// range (Go reports a range error for `1e400`).
+pub(crate) fn interpret_json_number(text: &[u8], integral: bool) -> Option<JsonNumber> {
+    // The grammar was validated by the tokenizer, so this is ASCII.
+    let s = std::str::from_utf8(text).ok()?;
+    if integral {
+        if let Ok(i) = s.parse::<i64>() {
+            return Some(JsonNumber::Int(i));
+        }
+    }
+    let f: f64 = s.parse().ok()?;
+    if f.is_finite() {
+        Some(JsonNumber::Float(f))
+    } else {
+        None
+    }
+}
+
+/// Append an int64 in decimal.
+#[inline]
+pub(crate) fn write_decimal_i64(out: &mut Vec<u8>, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let neg = v < 0;
+    let mut n = v.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if neg {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Append a finite float64 exactly as Go's `encoding/json` prints it:
+/// shortest round-trip digits, `%f` style for 1e-6 <= |f| < 1e21, otherwise
+/// `%e` style with the exponent's leading zero removed (`1e+21`, `1e-7`).
+pub(crate) fn write_go_float(out: &mut Vec<u8>, f: f64) {
+    let abs = f.abs();
+    let mut buf = [0u8; 400];
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        // Rust's `{:e}` gives shortest digits and a bare exponent: "1.5e-7".
+        let _ = write!(cur, "{f:e}");
+        let n = cur.position() as usize;
+        let s = &buf[..n];
+        let e = s.iter().position(|&b| b == b'e').unwrap_or(n);
+        out.extend_from_slice(&s[..e]);
+        out.push(b'e');
+        let exp = &s[(e + 1).min(n)..];
+        if let Some(rest) = exp.strip_prefix(b"-") {
+            out.push(b'-');
+            out.extend_from_slice(rest);
+        } else {
+            out.push(b'+');
+            if exp.len() < 2 {
+                out.push(b'0');
+            }
+            out.extend_from_slice(exp);
+        }
+    } else {
+        // Rust's Display never uses an exponent and prints shortest digits,
+        // "-0" for negative zero, and no ".0" for integral values, like Go's 'f'.
+        let _ = write!(cur, "{f}");
+        let n = cur.position() as usize;
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn go(f: f64) -> String {
+        let mut v = Vec::new();
+        write_go_float(&mut v, f);
+        String::from_utf8(v).unwrap()
+    }
+
+    fn cbor_float(f: f64) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_float(&mut v, f);
+        v
+    }
+
+    #[test]
+    fn go_float_text() {
+        assert_eq!(go(2.0), "2");
+        assert_eq!(go(3.0), "3");
+        assert_eq!(go(1e21), "1e+21");
+        assert_eq!(go(1e20), "100000000000000000000");
+        assert_eq!(go(1e-7), "1e-7");
+        assert_eq!(go(0.000001), "0.000001");
+        assert_eq!(go(-0.0), "-0");
+        assert_eq!(go(0.0), "0");
+        assert_eq!(go(1.7976931348623157e308), "1.7976931348623157e+308");
+        assert_eq!(go(5e-324), "5e-324");
+        assert_eq!(go(1.1), "1.1");
+        assert_eq!(go(-4.1), "-4.1");
+        assert_eq!(go(1.5e-10), "1.5e-10");
+        assert_eq!(go(5.960464477539063e-8), "5.960464477539063e-8");
+        assert_eq!(go(0.00006103515625), "0.00006103515625");
+        assert_eq!(go(3.4028234663852886e38), "3.4028234663852886e+38");
+        assert_eq!(go(1e300), "1e+300");
+        assert_eq!(go(123456789012345680000.0), "123456789012345680000");
+    }
+
+    #[test]
+    fn shortest_exact_width() {
+        assert_eq!(cbor_float(1.0), [0xf9, 0x3c, 0x00]);
+        assert_eq!(cbor_float(100000.0), [0xfa, 0x47, 0xc3, 0x50, 0x00]);
+        assert_eq!(
+            cbor_float(1.1),
+            [0xfb, 0x3f, 0xf1, 0x99, 0x99, 0x99, 0x99, 0x99, 0x9a]
+        );
+        assert_eq!(cbor_float(-0.0), [0xf9, 0x80, 0x00]);
+        assert_eq!(cbor_float(5.960464477539063e-8), [0xf9, 0x00, 0x01]);
+        assert_eq!(cbor_float(65504.0), [0xf9, 0x7b, 0xff]);
+        assert_eq!(cbor_float(9223372036854775808.0), [0xfa, 0x5f, 0, 0, 0]);
+    }
+
+    #[test]
+    fn heads_are_shortest() {
+        let mut v = Vec::new();
+        write_int(&mut v, 23);
+        write_int(&mut v, 24);
+        write_int(&mut v, -1);
+        write_int(&mut v, -1000);
+        write_int(&mut v, i64::MIN);
+        assert_eq!(
+            v,
+            [
+                0x17, 0x18, 0x18, 0x20, 0x39, 0x03, 0xe7, 0x3b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff,
+                0xff, 0xff
+            ]
+        );
+    }
+
+    #[test]
+    fn json_number_rules() {
+        use JsonNumber::*;
+        assert_eq!(interpret_json_number(b"-0", true), Some(Int(0)));
+        assert_eq!(
+            interpret_json_number(b"9223372036854775808", true),
+            Some(Float(9223372036854775808.0))
+        );
+        assert_eq!(interpret_json_number(b"2.0", false), Some(Float(2.0)));
+        assert_eq!(interpret_json_number(b"1e400", false), None);
+        assert_eq!(interpret_json_number(b"1e-400", false), Some(Float(0.0)));
+        // Correctly rounded (a classic hard case for fast parsers).
+        assert_eq!(
+            interpret_json_number(b"2.2250738585072011e-308", false),
+            Some(Float(2.225073858507201e-308))
+        );
+    }
+}

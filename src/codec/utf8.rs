@@ -1,0 +1,252 @@
+//! Incremental UTF-8 handling with Go's rules. Input arrives in pieces that may
+//! split a multi-byte sequence; up to three bytes are carried over.
+//!
+//! In lossy mode every byte that does not start a valid UTF-8 sequence becomes
+//! one U+FFFD, exactly as Go's `encoding/json` does (`utf8.DecodeRune` consumes
+//! one byte on error). This differs from `String::from_utf8_lossy`, which
+//! replaces a maximal invalid subpart with a single U+FFFD. In strict mode the
+//! first invalid byte is an error.
+
+/// Where validated text goes.
+pub(crate) trait Utf8Sink {
+    /// A run of valid UTF-8.
+    fn valid(&mut self, bytes: &[u8]);
+    /// One replacement character (lossy mode only).
+    fn replacement(&mut self);
+}
+
+/// The bytes of U+FFFD.
+pub(crate) const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
+
+/// Expected total length and accepted range of the second byte for a lead byte.
+fn lead_info(b: u8) -> Option<(usize, u8, u8)> {
+    match b {
+        0xC2..=0xDF => Some((2, 0x80, 0xBF)),
+        0xE0 => Some((3, 0xA0, 0xBF)),
+        0xE1..=0xEC | 0xEE..=0xEF => Some((3, 0x80, 0xBF)),
+        0xED => Some((3, 0x80, 0x9F)),
+        0xF0 => Some((4, 0x90, 0xBF)),
+        0xF1..=0xF3 => Some((4, 0x80, 0xBF)),
+        0xF4 => Some((4, 0x80, 0x8F)),
+        _ => None,
+    }
+}
+
+/// Carries an incomplete trailing sequence between pieces.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Utf8Stream {
+    carry: [u8; 4],
+    n: u8,
+}
+
+/// Returned in strict mode when invalid UTF-8 is found: how many bytes of the
+/// current piece were consumed before the invalid sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    pub consumed: usize,
+}
+
+impl Utf8Stream {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True when no partial sequence is pending.
+    pub fn is_clear(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Feed one piece. In lossy mode this never fails.
+    pub fn push<S: Utf8Sink>(
+        &mut self,
+        mut data: &[u8],
+        strict: bool,
+        sink: &mut S,
+    ) -> Result<(), Invalid> {
+        let total = data.len();
+        // First complete (or reject) a sequence carried over from the last piece.
+        while self.n > 0 {
+            let Some(&b) = data.first() else {
+                return Ok(());
+            };
+            let n = self.n as usize;
+            // Only valid leads are ever carried.
+            let (len, lo, hi) = lead_info(self.carry[0]).unwrap_or((1, 0, 0));
+            let ok = if n == 1 {
+                (lo..=hi).contains(&b)
+            } else {
+                (0x80..=0xBF).contains(&b)
+            };
+            if ok {
+                self.carry[n] = b;
+                self.n += 1;
+                data = &data[1..];
+                if self.n as usize == len {
+                    sink.valid(&self.carry[..len]);
+                    self.n = 0;
+                }
+            } else {
+                if strict {
+                    return Err(Invalid {
+                        consumed: total - data.len(),
+                    });
+                }
+                // The lead and each continuation byte each become one U+FFFD;
+                // `b` is examined again as a fresh start.
+                for _ in 0..n {
+                    sink.replacement();
+                }
+                self.n = 0;
+            }
+        }
+        loop {
+            match std::str::from_utf8(data) {
+                Ok(_) => {
+                    if !data.is_empty() {
+                        sink.valid(data);
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    if good > 0 {
+                        sink.valid(&data[..good]);
+                    }
+                    match e.error_len() {
+                        Some(bad) => {
+                            if strict {
+                                return Err(Invalid {
+                                    consumed: total - data.len() + good,
+                                });
+                            }
+                            for _ in 0..bad {
+                                sink.replacement();
+                            }
+                            data = &data[good + bad..];
+                        }
+                        None => {
+                            let rest = &data[good..];
+                            self.carry[..rest.len()].copy_from_slice(rest);
+                            self.n = rest.len() as u8;
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The string ended: a pending partial sequence is invalid.
+    pub fn end<S: Utf8Sink>(&mut self, strict: bool, sink: &mut S) -> Result<(), Invalid> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        if strict {
+            self.n = 0;
+            return Err(Invalid { consumed: 0 });
+        }
+        for _ in 0..self.n {
+            sink.replacement();
+        }
+        self.n = 0;
+        Ok(())
+    }
+
+    pub fn reset(&mut self) {
+        self.n = 0;
+    }
+}
+
+/// Go's conversion of arbitrary bytes to a valid string, all at once.
+pub fn go_lossy(bytes: &[u8]) -> Vec<u8> {
+    struct V(Vec<u8>);
+    impl Utf8Sink for V {
+        fn valid(&mut self, b: &[u8]) {
+            self.0.extend_from_slice(b)
+        }
+        fn replacement(&mut self) {
+            self.0.extend_from_slice(REPLACEMENT)
+        }
+    }
+    let mut v = V(Vec::with_capacity(bytes.len()));
+    let mut s = Utf8Stream::new();
+    let _ = s.push(bytes, false, &mut v);
+    let _ = s.end(false, &mut v);
+    v.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lossy_chunked(bytes: &[u8], chunk: usize) -> Vec<u8> {
+        struct V(Vec<u8>);
+        impl Utf8Sink for V {
+            fn valid(&mut self, b: &[u8]) {
+                self.0.extend_from_slice(b)
+            }
+            fn replacement(&mut self) {
+                self.0.extend_from_slice(REPLACEMENT)
+            }
+        }
+        let mut v = V(Vec::new());
+        let mut s = Utf8Stream::new();
+        for c in bytes.chunks(chunk.max(1)) {
+            s.push(c, false, &mut v).unwrap();
+        }
+        s.end(false, &mut v).unwrap();
+        v.0
+    }
+
+    #[test]
+    fn go_replaces_each_bad_byte() {
+        // WIRE.md §3: h'61e6b062' -> "a\ufffd\ufffdb"
+        assert_eq!(go_lossy(b"a\xe6\xb0b"), "a\u{FFFD}\u{FFFD}b".as_bytes());
+        // A surrogate encoded in UTF-8 is three bad bytes.
+        assert_eq!(
+            go_lossy(b"\xed\xa0\x80"),
+            "\u{FFFD}\u{FFFD}\u{FFFD}".as_bytes()
+        );
+        assert_eq!(go_lossy(b"\xff"), REPLACEMENT);
+        assert_eq!(go_lossy("é☃🎉".as_bytes()), "é☃🎉".as_bytes());
+        assert_eq!(
+            go_lossy(b"\xf0\x9f\x8e"),
+            "\u{FFFD}\u{FFFD}\u{FFFD}".as_bytes()
+        );
+    }
+
+    #[test]
+    fn chunking_never_changes_the_result() {
+        let samples: [&[u8]; 6] = [
+            b"a\xe6\xb0b",
+            "héllo wörld ☃ 🎉".as_bytes(),
+            b"\xe0\x80\x80x\xf4\x90\x80\x80",
+            b"\xc3",
+            b"\xf0\x9f\x8e\x89\xf0\x9f",
+            b"ok\xed\x9f\xbf\xed\xa0\x80",
+        ];
+        for s in samples {
+            let whole = go_lossy(s);
+            for c in 1..5 {
+                assert_eq!(lossy_chunked(s, c), whole, "{s:?} chunk {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn strict_mode_reports_where() {
+        struct N;
+        impl Utf8Sink for N {
+            fn valid(&mut self, _: &[u8]) {}
+            fn replacement(&mut self) {}
+        }
+        let mut s = Utf8Stream::new();
+        assert_eq!(
+            s.push(b"ab\xffc", true, &mut N),
+            Err(Invalid { consumed: 2 })
+        );
+        let mut s = Utf8Stream::new();
+        assert!(s.push(b"ab\xe2\x98", true, &mut N).is_ok());
+        assert!(s.end(true, &mut N).is_err());
+    }
+}

@@ -1,0 +1,121 @@
+//! The `cborgate` command line: parses arguments, then calls the library.
+
+use cborgate::codec::StringMode;
+use cborgate::tools::{self, Target, ToolError};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "cborgate",
+    version,
+    about = "A negotiating reverse proxy that lets Kubernetes API clients speak CBOR to JSON-only apiservers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum To {
+    Cbor,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Strings {
+    Bytes,
+    Text,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Convert one body (or, with --watch, a watch stream) between JSON and CBOR
+    /// with exactly the proxy's rules.
+    Transcode {
+        /// Output format: `cbor` reads JSON, `json` reads CBOR.
+        #[arg(long)]
+        to: To,
+        /// Treat the input as a watch stream (JSON events or a CBOR Sequence).
+        #[arg(long)]
+        watch: bool,
+        /// How JSON strings are written in CBOR.
+        #[arg(long, value_enum, default_value = "bytes")]
+        strings: Strings,
+        /// Input file (default: standard input).
+        file: Option<PathBuf>,
+    },
+    /// Print CBOR in RFC 8949 diagnostic notation.
+    Diag {
+        /// Show byte strings that are valid UTF-8 as 'text'.
+        #[arg(long)]
+        text: bool,
+        /// Input file (default: standard input).
+        file: Option<PathBuf>,
+    },
+    #[command(flatten)]
+    Proxy(cborgate::cli::ProxyCommand),
+}
+
+fn open(file: &Option<PathBuf>) -> Result<Box<dyn Read>, ExitCode> {
+    match file {
+        None => Ok(Box::new(io::stdin().lock())),
+        Some(p) => match std::fs::File::open(p) {
+            Ok(f) => Ok(Box::new(io::BufReader::new(f))),
+            Err(e) => {
+                eprintln!("cborgate: cannot open {}: {e}", p.display());
+                Err(ExitCode::from(1))
+            }
+        },
+    }
+}
+
+fn report(r: Result<(), ToolError>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cborgate: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Transcode {
+            to,
+            watch,
+            strings,
+            file,
+        } => {
+            let mut input = match open(&file) {
+                Ok(r) => r,
+                Err(c) => return c,
+            };
+            let to = match to {
+                To::Cbor => Target::Cbor,
+                To::Json => Target::Json,
+            };
+            let strings = match strings {
+                Strings::Bytes => StringMode::Bytes,
+                Strings::Text => StringMode::Text,
+            };
+            let stdout = io::stdout();
+            let mut out = stdout.lock();
+            report(tools::transcode(&mut input, &mut out, to, watch, strings))
+        }
+        Command::Diag { text, file } => {
+            let mut input = match open(&file) {
+                Ok(r) => r,
+                Err(c) => return c,
+            };
+            let stdout = io::stdout();
+            let mut out = stdout.lock();
+            report(tools::diag(&mut input, &mut out, text))
+        }
+        Command::Proxy(cmd) => cborgate::cli::run(cmd),
+    }
+}

@@ -1,0 +1,181 @@
+//! Property tests: random JSON round-trips through CBOR; cutting the input
+//! into random pieces (down to single bytes) never changes the output; random
+//! bytes never panic either direction.
+
+mod support;
+
+use cborgate::codec::{
+    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions,
+    StringMode,
+};
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        prop_oneof![
+            Just(0.5f64),
+            Just(1e21),
+            Just(1e-7),
+            Just(-0.0),
+            Just(65504.0),
+            Just(100000.0)
+        ]
+        .prop_map(Value::from),
+        any::<String>().prop_map(Value::String),
+        "[a-z\\\\\"\u{0}-\u{1f}é☃🎉]{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(6, 64, 8, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z]{0,6}|\\PC{0,4}", inner, 0..8)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Value equality with numbers compared as float64 (integral floats come back
+/// as integers, as WIRE.md §2 says).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x.as_f64().map(f64::to_bits) == y.as_f64().map(f64::to_bits)
+                || x.as_f64() == y.as_f64() && x.as_f64() != Some(0.0)
+                || (x.as_f64() == Some(0.0) && y.as_f64() == Some(0.0))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn cuts(len: usize, seeds: &[usize]) -> Vec<usize> {
+    let mut c: Vec<usize> = seeds.iter().map(|s| s % (len + 1)).collect();
+    c.push(0);
+    c.push(len);
+    c.sort();
+    c.dedup();
+    c
+}
+
+fn j2c_chunked(input: &[u8], cuts: &[usize], opts: JsonToCborOptions) -> Result<Vec<u8>, String> {
+    let mut t = JsonToCbor::new(opts);
+    let mut out = Vec::new();
+    for w in cuts.windows(2) {
+        t.feed(&input[w[0]..w[1]], &mut out)
+            .map_err(|e| e.to_string())?;
+    }
+    t.finish(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+fn c2j_chunked(input: &[u8], cuts: &[usize], opts: CborToJsonOptions) -> Result<Vec<u8>, String> {
+    let mut t = CborToJson::new(opts);
+    let mut out = Vec::new();
+    for w in cuts.windows(2) {
+        t.feed(&input[w[0]..w[1]], &mut out)
+            .map_err(|e| e.to_string())?;
+    }
+    t.finish(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn json_round_trips_through_cbor(v in arb_json(), text in any::<bool>()) {
+        let json = serde_json::to_vec(&v).unwrap();
+        let opts = JsonToCborOptions {
+            strings: if text { StringMode::Text } else { StringMode::Bytes },
+            ..Default::default()
+        };
+        let cbor = json_to_cbor(&json, opts).unwrap();
+        let back = cbor_to_json(&cbor, CborToJsonOptions::default()).unwrap();
+        let parsed: Value = serde_json::from_slice(&back).unwrap();
+        prop_assert!(same(&parsed, &v), "{} -> {}", v, String::from_utf8_lossy(&back));
+    }
+
+    #[test]
+    fn chunking_never_changes_output(
+        v in arb_json(),
+        seeds in prop::collection::vec(any::<usize>(), 0..40),
+        window in prop_oneof![Just(cborgate::codec::DEFAULT_WINDOW), 8usize..256],
+        pretty in any::<bool>(),
+    ) {
+        let json = if pretty { serde_json::to_vec_pretty(&v).unwrap() } else { serde_json::to_vec(&v).unwrap() };
+        let opts = JsonToCborOptions { window, ..Default::default() };
+        let whole = j2c_chunked(&json, &[0, json.len()], opts).unwrap();
+        let pieces = j2c_chunked(&json, &cuts(json.len(), &seeds), opts).unwrap();
+        prop_assert_eq!(&pieces, &whole);
+        let bytes: Vec<usize> = (0..=json.len()).collect();
+        prop_assert_eq!(&j2c_chunked(&json, &bytes, opts).unwrap(), &whole);
+
+        let c_opts = CborToJsonOptions::default();
+        let jwhole = c2j_chunked(&whole, &[0, whole.len()], c_opts).unwrap();
+        let jpieces = c2j_chunked(&whole, &cuts(whole.len(), &seeds), c_opts).unwrap();
+        prop_assert_eq!(&jpieces, &jwhole);
+        let bytes: Vec<usize> = (0..=whole.len()).collect();
+        prop_assert_eq!(&c2j_chunked(&whole, &bytes, c_opts).unwrap(), &jwhole);
+    }
+
+    #[test]
+    fn watch_streams_chunk_and_round_trip(
+        events in prop::collection::vec(arb_json(), 0..6),
+        seeds in prop::collection::vec(any::<usize>(), 0..30),
+    ) {
+        let mut stream = Vec::new();
+        for (n, e) in events.iter().enumerate() {
+            let ev = serde_json::json!({"type": if n % 2 == 0 { "ADDED" } else { "BOOKMARK" }, "object": e});
+            stream.extend(serde_json::to_vec(&ev).unwrap());
+            stream.push(b'\n');
+        }
+        let opts = JsonToCborOptions { watch: true, ..Default::default() };
+        let whole = j2c_chunked(&stream, &[0, stream.len()], opts).unwrap();
+        prop_assert_eq!(&j2c_chunked(&stream, &cuts(stream.len(), &seeds), opts).unwrap(), &whole);
+        let seq = CborToJsonOptions { sequence: true, ..Default::default() };
+        let back = c2j_chunked(&whole, &cuts(whole.len(), &seeds), seq).unwrap();
+        prop_assert_eq!(back.iter().filter(|&&b| b == b'\n').count(), events.len());
+        for (line, e) in back.split(|&b| b == b'\n').zip(&events) {
+            let v: Value = serde_json::from_slice(line).unwrap();
+            prop_assert!(same(&v["object"], e));
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic(
+        data in prop::collection::vec(any::<u8>(), 0..512),
+        seeds in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let c = cuts(data.len(), &seeds);
+        for sequence in [false, true] {
+            let _ = c2j_chunked(&data, &c, CborToJsonOptions { sequence, ..Default::default() });
+        }
+        for watch in [false, true] {
+            let _ = j2c_chunked(&data, &c, JsonToCborOptions { watch, window: 64, ..Default::default() });
+        }
+        let _ = cborgate::codec::diag::diagnose(&data, cborgate::codec::diag::BytesAs::TextWhereValid, 100);
+    }
+
+    #[test]
+    fn cbor_shaped_garbage_never_panics(
+        data in prop::collection::vec(prop_oneof![
+            Just(0x9fu8), Just(0xbf), Just(0xff), Just(0x5f), Just(0x7f), Just(0xd9), Just(0xd9), Just(0xf7),
+            Just(0xc0), Just(0xc1), Just(0xd5), Just(0xd6), Just(0xd7), Just(0x41), Just(0x61), Just(0xa1),
+            Just(0x81), Just(0x18), Just(0xf9), Just(0xfb), any::<u8>()], 0..256),
+    ) {
+        let _ = cbor_to_json(&data, CborToJsonOptions::default());
+        let _ = cbor_to_json(&data, CborToJsonOptions { sequence: true, ..Default::default() });
+    }
+}
