@@ -2,9 +2,21 @@
 //! clients speak CBOR (KEP-4222) to apiservers that only speak JSON.
 //!
 //! - [`codec`]: sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire rules.
-//! - [`tools`]: the offline commands `transcode` and `diag`.
-//! - [`cli`]: the long-running commands `serve` and `demo`.
+//! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
+//! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it.
+//! - [`admin`], [`metrics`], [`status`], [`config`]: operations surface.
+//! - [`standin`]: a JSON-only kube-apiserver stand-in for `demo` and tests.
+//! - [`tools`], [`cli`], [`demo`]: the commands.
 
+pub mod admin;
 pub mod cli;
 pub mod codec;
+pub mod config;
+pub mod demo;
+pub mod metrics;
+pub mod negotiate;
+pub mod proxy;
+pub mod server;
+pub mod standin;
+pub mod status;
 pub mod tools;

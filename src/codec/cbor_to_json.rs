@@ -278,6 +278,24 @@ impl CborToJson {
         }
     }
 
+    /// Start over on a new, independent input, exactly as if freshly made
+    /// with the same options, but keep the buffers already allocated, so a
+    /// reused transcoder allocates nothing once warmed up.
+    pub fn reset(&mut self) {
+        let mut stack = std::mem::take(&mut self.stack);
+        let mut tbuf = std::mem::take(&mut self.tbuf);
+        let mut keys = std::mem::replace(&mut self.keys, KeySets::new());
+        stack.clear();
+        tbuf.clear();
+        keys.clear();
+        *self = CborToJson {
+            stack,
+            tbuf,
+            keys,
+            ..CborToJson::new(self.opts)
+        };
+    }
+
     /// Completed top-level items so far.
     pub fn documents(&self) -> u64 {
         self.documents

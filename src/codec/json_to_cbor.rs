@@ -234,6 +234,33 @@ impl JsonToCbor {
         }
     }
 
+    /// Start over on a new, independent input, exactly as if freshly made
+    /// with the same options, but keep the buffers already allocated, so a
+    /// reused transcoder allocates nothing once warmed up.
+    pub fn reset(&mut self) {
+        let mut stack = std::mem::take(&mut self.stack);
+        let mut body = std::mem::take(&mut self.body);
+        let mut slots = std::mem::take(&mut self.slots);
+        let mut holes = std::mem::take(&mut self.holes);
+        let mut num = std::mem::take(&mut self.num);
+        let mut keys = std::mem::replace(&mut self.keys, KeySets::new());
+        stack.clear();
+        body.clear();
+        slots.clear();
+        holes.clear();
+        num.clear();
+        keys.clear();
+        *self = JsonToCbor {
+            stack,
+            body,
+            slots,
+            holes,
+            num,
+            keys,
+            ..JsonToCbor::new(self.opts)
+        };
+    }
+
     /// Completed documents (watch events) so far.
     pub fn documents(&self) -> u64 {
         self.documents

@@ -50,6 +50,15 @@ impl<P: Copy> KeySets<P> {
         }
     }
 
+    /// Forget every open map, keeping the allocated capacity.
+    pub fn clear(&mut self) {
+        while !self.frames.is_empty() {
+            self.close_map();
+        }
+        self.arena.clear();
+        self.entries.clear();
+    }
+
     pub fn open_map(&mut self) {
         self.frames.push(MapFrame {
             first_entry: self.entries.len(),

@@ -117,7 +117,7 @@ impl Default for CborToJsonOptions {
 }
 
 /// The common shape of both directions, so callers can drive either.
-pub trait Transcoder: Send {
+pub trait Transcoder: Send + Sync {
     /// Feed the next piece of input; output produced so far is appended to `out`.
     fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError>;
     /// The input is complete.

@@ -311,3 +311,6 @@ pub fn json_canon(text: &[u8]) -> Vec<J> {
         v.push(p.value());
     }
 }
+
+pub mod harness;
+pub mod http;

@@ -1,0 +1,61 @@
+# cborgate container image.
+#
+#   docker build -t ghcr.io/example/cborgate:0.1.0 .
+#   docker run --rm -p 8080:8080 -p 9464:9464 ghcr.io/example/cborgate:0.1.0 \
+#       serve --listen 0.0.0.0:8080 --admin 0.0.0.0:9464 --upstream https://apiserver.example:6443
+#
+# Arguments given to `docker run` replace CMD entirely, so repeat
+# `serve --listen 0.0.0.0:8080 --admin 0.0.0.0:9464` when adding flags
+# (cborgate's own defaults bind 127.0.0.1, unreachable from outside the container).
+
+############################ builder ############################
+# Pinned toolchain: the same Rust the project is developed and tested with.
+FROM rust:1.95-bookworm AS builder
+WORKDIR /src
+
+# 1) Dependency cache layer: only the manifests and the patched vendor/ crates.
+#    vendor/pingora-core is used through [patch.crates-io] in Cargo.toml, so it
+#    must be present before any cargo command runs. A placeholder lib + bin
+#    lets cargo compile the whole dependency graph; this layer is rebuilt only
+#    when Cargo.toml, Cargo.lock or vendor/ change.
+#    (If Cargo.toml ever gains a [workspace] with members such as fuzz/, copy
+#    those members' Cargo.toml here too.)
+COPY Cargo.toml Cargo.lock ./
+COPY vendor/ vendor/
+RUN mkdir -p src \
+ && echo 'fn main() {}' > src/main.rs \
+ && touch src/lib.rs \
+ && cargo build --release --locked \
+ && rm -rf src
+
+# 2) The real build. Remove every artefact of the placeholder crate so cargo
+#    cannot mistake it for up to date (COPY keeps the sources' old mtimes,
+#    which may be older than the placeholder build), then build for real.
+COPY . .
+RUN rm -rf target/release/.fingerprint/cborgate-* \
+           target/release/deps/cborgate-* \
+           target/release/deps/libcborgate-* \
+           target/release/cborgate target/release/libcborgate.* \
+ && touch src/main.rs src/lib.rs \
+ && cargo build --release --locked \
+ && ./target/release/cborgate --help >/dev/null \
+ && install -D -m 0755 target/release/cborgate /out/cborgate
+
+############################ runtime ############################
+# glibc + libgcc only (cc-debian12 matches the bookworm builder), CA certificates
+# included, no shell, no package manager. The :nonroot tag runs as uid/gid 65532.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=builder /out/cborgate /usr/local/bin/cborgate
+# Numeric user so that Kubernetes' runAsNonRoot check can verify it.
+USER 65532:65532
+# 8080: proxy listener (plain HTTP unless --tls-cert/--tls-key are given)
+# 9464: admin listener: /metrics, /healthz, /readyz
+EXPOSE 8080 9464
+# Health checking: distroless has no shell and no curl, so there is no Docker
+# HEALTHCHECK here. In Kubernetes use httpGet probes on the admin port:
+#   livenessProbe:  httpGet { path: /healthz, port: 9464 }   (200 while the process runs)
+#   readinessProbe: httpGet { path: /readyz,  port: 9464 }   (200 once the upstream answered)
+# (see deploy/). Outside Kubernetes, probe from the host:
+#   curl -fsS http://127.0.0.1:9464/healthz
+ENTRYPOINT ["/usr/local/bin/cborgate"]
+CMD ["serve", "--listen", "0.0.0.0:8080", "--admin", "0.0.0.0:9464"]

@@ -1,0 +1,358 @@
+//! Typed configuration: built-in defaults, `config.toml`, and command-line
+//! overrides, in that order of precedence (flags win). Unknown keys are an
+//! error; every key is documented in the repository's `config.toml`.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// How cborgate talks to the upstream (WIRE.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Learn per (verb, group, resource); until learning lands, behaves like `legacy`.
+    #[default]
+    Auto,
+    /// The upstream speaks no CBOR: always transcode.
+    Legacy,
+    /// The upstream speaks CBOR: pass it through untouched.
+    Native,
+    /// Load-test gateway: JSON clients are translated to CBOR upstream.
+    Upgrade,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Mode::Auto),
+            "legacy" => Ok(Mode::Legacy),
+            "native" => Ok(Mode::Native),
+            "upgrade" => Ok(Mode::Upgrade),
+            _ => Err(format!(
+                "unknown mode {s:?} (auto, legacy, native, upgrade)"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Proxy listener address.
+    pub listen: String,
+    /// Admin listener (/metrics, /healthz, /readyz).
+    pub admin: String,
+    /// Worker threads for the proxy.
+    pub threads: usize,
+    /// TLS certificate and key for the proxy listener (empty: plain HTTP).
+    pub tls_cert: String,
+    pub tls_key: String,
+    /// Seconds to let in-flight requests finish after SIGTERM.
+    pub grace_period_seconds: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:8080".into(),
+            admin: "127.0.0.1:9464".into(),
+            threads: 2,
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            grace_period_seconds: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// `http://host:port` or `https://host:port` of the apiserver.
+    pub url: String,
+    pub mode: Mode,
+    /// CA bundle (PEM) to verify the upstream; empty: the system roots.
+    pub ca_file: String,
+    /// Client certificate and key (PEM) presented to the upstream.
+    pub client_cert: String,
+    pub client_key: String,
+    /// Skip verifying the upstream certificate (tests only).
+    pub insecure_skip_verify: bool,
+    /// Connect timeout, milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Time allowed for the upstream to send response headers on short
+    /// requests (never applied to watches and other long-running requests).
+    pub response_header_timeout_seconds: u64,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            url: "http://127.0.0.1:8001".into(),
+            mode: Mode::Auto,
+            ca_file: String::new(),
+            client_cert: String::new(),
+            client_key: String::new(),
+            insecure_skip_verify: false,
+            connect_timeout_ms: 5_000,
+            response_header_timeout_seconds: 60,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CodecConfig {
+    /// Streaming window in bytes: smaller bodies use definite lengths only.
+    pub window_bytes: usize,
+    /// `bytes` (as kube-apiserver writes) or `text` strings in CBOR.
+    pub strings: String,
+    /// Maximum nesting depth of a body.
+    pub max_depth: usize,
+    /// Maximum length of one string, bytes.
+    pub max_string_bytes: u64,
+    /// Maximum request body cborgate transcodes (413 beyond), bytes.
+    pub max_request_body_bytes: usize,
+}
+
+impl Default for CodecConfig {
+    fn default() -> Self {
+        CodecConfig {
+            window_bytes: crate::codec::DEFAULT_WINDOW,
+            strings: "bytes".into(),
+            max_depth: 10_000,
+            max_string_bytes: 64 * 1024 * 1024,
+            max_request_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug` or `trace` (RUST_LOG wins when set).
+    pub level: String,
+    /// `text` or `json`.
+    pub format: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+            format: "text".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub upstream: UpstreamConfig,
+    pub codec: CodecConfig,
+    pub log: LogConfig,
+}
+
+/// A configuration problem: exit status 2, with a message naming the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The upstream URL, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl UpstreamUrl {
+    pub fn parse(url: &str) -> Result<Self, ConfigError> {
+        let bad = || {
+            ConfigError(format!(
+                "upstream.url: {url:?} is not http://HOST:PORT or https://HOST:PORT"
+            ))
+        };
+        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(bad());
+        };
+        let rest = rest.trim_end_matches('/');
+        if rest.is_empty() || rest.contains('/') {
+            return Err(bad());
+        }
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                (h.to_string(), p.parse::<u16>().map_err(|_| bad())?)
+            }
+            _ => (rest.to_string(), if tls { 443 } else { 80 }),
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        Ok(UpstreamUrl {
+            tls,
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port,
+        })
+    }
+}
+
+impl Config {
+    /// Read a TOML file; unknown keys are errors that name the key.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        Self::from_toml(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Check values that types cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        UpstreamUrl::parse(&self.upstream.url)?;
+        for (key, addr) in [
+            ("server.listen", &self.server.listen),
+            ("server.admin", &self.server.admin),
+        ] {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                return Err(ConfigError(format!(
+                    "{key}: {addr:?} is not an IP:PORT address"
+                )));
+            }
+        }
+        if self.server.tls_cert.is_empty() != self.server.tls_key.is_empty() {
+            return Err(ConfigError(
+                "server.tls_cert and server.tls_key go together".into(),
+            ));
+        }
+        if self.upstream.client_cert.is_empty() != self.upstream.client_key.is_empty() {
+            return Err(ConfigError(
+                "upstream.client_cert and upstream.client_key go together".into(),
+            ));
+        }
+        if !matches!(self.codec.strings.as_str(), "bytes" | "text") {
+            return Err(ConfigError(format!(
+                "codec.strings: {:?} is not bytes or text",
+                self.codec.strings
+            )));
+        }
+        if !matches!(self.log.format.as_str(), "text" | "json") {
+            return Err(ConfigError(format!(
+                "log.format: {:?} is not text or json",
+                self.log.format
+            )));
+        }
+        if self.server.threads == 0 {
+            return Err(ConfigError("server.threads: must be at least 1".into()));
+        }
+        if self.codec.max_depth == 0 || self.codec.window_bytes == 0 {
+            return Err(ConfigError(
+                "codec.max_depth and codec.window_bytes must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn codec_limits(&self) -> crate::codec::Limits {
+        crate::codec::Limits {
+            max_depth: self.codec.max_depth,
+            max_string_len: self.codec.max_string_bytes,
+            ..Default::default()
+        }
+    }
+
+    pub fn string_mode(&self) -> crate::codec::StringMode {
+        if self.codec.strings == "text" {
+            crate::codec::StringMode::Text
+        } else {
+            crate::codec::StringMode::Bytes
+        }
+    }
+}
+
+/// The documented default file at the repository root.
+pub fn default_file() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config.toml")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_rejected_by_name() {
+        let e = Config::from_toml("[server]\nlisten = \"127.0.0.1:1\"\nlsten = 1\n").unwrap_err();
+        assert!(e.0.contains("lsten"), "{e}");
+        let e = Config::from_toml("[nope]\n").unwrap_err();
+        assert!(e.0.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            UpstreamUrl::parse("https://10.0.0.1:6443").unwrap(),
+            UpstreamUrl {
+                tls: true,
+                host: "10.0.0.1".into(),
+                port: 6443
+            }
+        );
+        assert_eq!(UpstreamUrl::parse("http://localhost").unwrap().port, 80);
+        assert_eq!(UpstreamUrl::parse("http://[::1]:8080").unwrap().host, "::1");
+        assert!(UpstreamUrl::parse("ftp://x").is_err());
+        assert!(UpstreamUrl::parse("http://x:y").is_err());
+        assert!(UpstreamUrl::parse("http://x/path").is_err());
+    }
+
+    #[test]
+    fn the_documented_file_is_the_defaults() {
+        let file = Config::from_file(&default_file()).expect("config.toml parses");
+        assert_eq!(
+            file,
+            Config::default(),
+            "config.toml and the code's defaults differ"
+        );
+        // The file spells out every key the code knows, and no other.
+        let text = std::fs::read_to_string(default_file()).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        let code = toml::Table::try_from(Config::default()).unwrap();
+        let keys = |t: &toml::Table| -> Vec<String> {
+            let mut v = Vec::new();
+            for (section, inner) in t {
+                for k in inner.as_table().unwrap().keys() {
+                    v.push(format!("{section}.{k}"));
+                }
+            }
+            v.sort();
+            v
+        };
+        assert_eq!(keys(&doc), keys(&code));
+        // And each key has a comment right above it.
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, l) in lines.iter().enumerate() {
+            let l = l.trim();
+            if l.contains(" = ") && !l.starts_with('#') {
+                assert!(
+                    n > 0 && lines[n - 1].trim_start().starts_with('#'),
+                    "config.toml: `{l}` has no comment above it"
+                );
+            }
+        }
+    }
+}

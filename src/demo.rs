@@ -1,0 +1,85 @@
+//! `cborgate demo`: the built-in JSON-only apiserver stand-in on loopback with
+//! the proxy (legacy mode) in front of it, and a few `curl` lines that show
+//! CBOR working. Serves until interrupted.
+
+use crate::cli::DemoArgs;
+use crate::config::{Config, Mode};
+use crate::standin::{StandIn, StandInOptions};
+use std::process::ExitCode;
+
+pub fn run(args: DemoArgs) -> ExitCode {
+    let standin_addr: std::net::SocketAddr = match args.standin.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            eprintln!("cborgate: --standin {:?} is not IP:PORT", args.standin);
+            return ExitCode::from(2);
+        }
+    };
+    // The stand-in runs on its own runtime thread; the proxy owns the main thread.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            match StandIn::start(standin_addr, StandInOptions::default()).await {
+                Ok(s) => {
+                    let _ = tx.send(Ok(s.addr()));
+                    std::future::pending::<()>().await;
+                    drop(s);
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e.to_string()));
+                }
+            }
+        });
+    });
+    let upstream = match rx.recv() {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            eprintln!("cborgate: the stand-in apiserver could not start on {standin_addr}: {e}");
+            return ExitCode::from(1);
+        }
+        Err(_) => {
+            eprintln!("cborgate: the stand-in apiserver thread stopped");
+            return ExitCode::from(1);
+        }
+    };
+    let mut config = Config::default();
+    config.server.listen = args.listen.clone();
+    config.server.admin = args.admin.clone();
+    config.upstream.url = format!("http://{upstream}");
+    config.upstream.mode = Mode::Legacy;
+    crate::cli::init_logging(&config);
+    let p = &args.listen;
+    println!(
+        "cborgate demo\n\
+         \n  stand-in apiserver (JSON only): http://{upstream}\
+         \n  cborgate proxy (legacy mode):   http://{p}\
+         \n  metrics:                        http://{admin}/metrics\
+         \n\nTry (each line works as printed):\n\
+         \n  curl -s -H 'Accept: application/cbor' http://{p}/api/v1/namespaces/demo/configmaps/demo-config | cborgate diag --text\
+         \n  curl -s -H 'Accept: application/json' http://{p}/api/v1/namespaces/demo/configmaps/demo-config\
+         \n  echo '{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"from-cbor\"}},\"data\":{{\"k\":\"v\"}}}}' | cborgate transcode --to cbor | curl -s -X POST -H 'Content-Type: application/cbor' -H 'Accept: application/cbor' --data-binary @- http://{p}/api/v1/namespaces/demo/configmaps | cborgate diag --text\
+         \n  curl -s -H 'Accept: application/cbor' 'http://{p}/api/v1/namespaces/demo/configmaps?watch=1&timeoutSeconds=2' | cborgate diag --text\
+         \n  curl -s -X PATCH -H 'Content-Type: application/merge-patch+cbor' http://{p}/api/v1/namespaces/demo/configmaps/demo-config\
+         \n  curl -s http://{admin}/metrics | grep ^cborgate_requests_total\
+         \n\n(`cborgate` is target/release/cborgate when run with cargo.) Ctrl-C stops.",
+        admin = args.admin
+    );
+    match crate::server::build(config) {
+        Ok(server) => server.run_forever(),
+        Err(e) => {
+            eprintln!("cborgate: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

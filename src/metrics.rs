@@ -1,0 +1,166 @@
+//! Every Prometheus metric family cborgate exports (WIRE.md §6), defined in
+//! one place, and the text rendering for `/metrics` that lists every family
+//! from start-up, even before it has a sample.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use std::sync::OnceLock;
+
+/// Sub-millisecond buckets for codec time (per body or per watch event).
+const CODEC_BUCKETS: &[f64] = &[
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
+    0.05, 0.1, 0.25, 0.5, 1.0,
+];
+const REQUEST_BUCKETS: &[f64] = &[
+    0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+pub struct Metrics {
+    registry: Registry,
+    /// (name, type, help) of every family, for the HELP/TYPE lines.
+    families: Vec<(&'static str, &'static str, &'static str)>,
+    pub requests_total: IntCounterVec,
+    pub request_duration_seconds: HistogramVec,
+    pub codec_duration_seconds: HistogramVec,
+    pub codec_bytes_total: IntCounterVec,
+    pub fallbacks_total: IntCounterVec,
+    pub unsupported_media_type_total: IntCounterVec,
+    pub not_acceptable_total: IntCounterVec,
+    pub transcode_errors_total: IntCounterVec,
+    pub watch_streams_active: IntGauge,
+    pub watch_events_total: IntCounterVec,
+    pub upgrades_active: IntGaugeVec,
+    pub build_info: IntGaugeVec,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let registry = Registry::new();
+        let mut families = Vec::new();
+        macro_rules! family {
+            ($m:expr, $name:literal, $kind:literal, $help:literal) => {{
+                let m = $m;
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("metric names are unique");
+                families.push(($name, $kind, $help));
+                m
+            }};
+        }
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+        };
+        let hist = |name: &str, help: &str, labels: &[&str], buckets: &[f64]| {
+            HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                labels,
+            )
+            .expect("valid metric")
+        };
+        let m = Metrics {
+            requests_total: family!(
+                counter("cborgate_requests_total", "Requests handled, by normalised verb, status code and the request and response body formats.", &["verb", "code", "request_format", "response_format"]),
+                "cborgate_requests_total", "counter", "Requests handled, by normalised verb, status code and the request and response body formats."),
+            request_duration_seconds: family!(
+                hist("cborgate_request_duration_seconds", "Time from request head to the end of the response, by verb and response format.", &["verb", "response_format"], REQUEST_BUCKETS),
+                "cborgate_request_duration_seconds", "histogram", "Time from request head to the end of the response, by verb and response format."),
+            codec_duration_seconds: family!(
+                hist("cborgate_codec_duration_seconds", "Time spent transcoding, per body or per watch event.", &["direction", "from", "to"], CODEC_BUCKETS),
+                "cborgate_codec_duration_seconds", "histogram", "Time spent transcoding, per body or per watch event."),
+            codec_bytes_total: family!(
+                counter("cborgate_codec_bytes_total", "Bytes through the codec, by direction (request or response) and format (the format of the counted bytes).", &["direction", "format"]),
+                "cborgate_codec_bytes_total", "counter", "Bytes through the codec, by direction (request or response) and format (the format of the counted bytes)."),
+            fallbacks_total: family!(
+                counter("cborgate_fallbacks_total", "Requests replayed or re-routed to JSON because the upstream refused CBOR.", &["reason"]),
+                "cborgate_fallbacks_total", "counter", "Requests replayed or re-routed to JSON because the upstream refused CBOR."),
+            unsupported_media_type_total: family!(
+                counter("cborgate_unsupported_media_type_total", "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver).", &["origin"]),
+                "cborgate_unsupported_media_type_total", "counter", "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver)."),
+            not_acceptable_total: family!(
+                counter("cborgate_not_acceptable_total", "406 responses, by origin (proxy or upstream).", &["origin"]),
+                "cborgate_not_acceptable_total", "counter", "406 responses, by origin (proxy or upstream)."),
+            transcode_errors_total: family!(
+                counter("cborgate_transcode_errors_total", "Bodies that could not be transcoded, by direction and reason.", &["direction", "reason"]),
+                "cborgate_transcode_errors_total", "counter", "Bodies that could not be transcoded, by direction and reason."),
+            watch_streams_active: family!(
+                IntGauge::new("cborgate_watch_streams_active", "Watch streams currently open through the proxy.").expect("valid metric"),
+                "cborgate_watch_streams_active", "gauge", "Watch streams currently open through the proxy."),
+            watch_events_total: family!(
+                counter("cborgate_watch_events_total", "Watch events delivered to clients, by the format the client received.", &["format"]),
+                "cborgate_watch_events_total", "counter", "Watch events delivered to clients, by the format the client received."),
+            upgrades_active: family!(
+                IntGaugeVec::new(Opts::new("cborgate_upgrades_active", "Upgraded connections (exec, attach, port-forward) currently open, by protocol."), &["protocol"]).expect("valid metric"),
+                "cborgate_upgrades_active", "gauge", "Upgraded connections (exec, attach, port-forward) currently open, by protocol."),
+            build_info: family!(
+                IntGaugeVec::new(Opts::new("cborgate_build_info", "Always 1; the version label says which cborgate is running."), &["version"]).expect("valid metric"),
+                "cborgate_build_info", "gauge", "Always 1; the version label says which cborgate is running."),
+            registry,
+            families,
+        };
+        m.build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        for origin in ["proxy", "upstream"] {
+            m.unsupported_media_type_total.with_label_values(&[origin]);
+            m.not_acceptable_total.with_label_values(&[origin]);
+        }
+        m
+    }
+
+    /// The Prometheus text exposition of every family.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let mut text = String::from_utf8(buf).unwrap_or_default();
+        for (name, kind, help) in &self.families {
+            if !text.contains(&format!("# TYPE {name} ")) {
+                text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+            }
+        }
+        text
+    }
+
+    /// Names of every family, for tests and docs.
+    pub fn family_names(&self) -> Vec<&'static str> {
+        self.families.iter().map(|f| f.0).collect()
+    }
+}
+
+/// The process-wide metrics.
+pub fn metrics() -> &'static Metrics {
+    static M: OnceLock<Metrics> = OnceLock::new();
+    M.get_or_init(Metrics::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_listed_from_start_up() {
+        let text = metrics().render();
+        for name in [
+            "cborgate_requests_total",
+            "cborgate_request_duration_seconds",
+            "cborgate_codec_duration_seconds",
+            "cborgate_codec_bytes_total",
+            "cborgate_fallbacks_total",
+            "cborgate_unsupported_media_type_total",
+            "cborgate_not_acceptable_total",
+            "cborgate_transcode_errors_total",
+            "cborgate_watch_streams_active",
+            "cborgate_watch_events_total",
+            "cborgate_upgrades_active",
+            "cborgate_build_info",
+        ] {
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing");
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} help missing"
+            );
+        }
+        assert!(text.contains("cborgate_build_info{version=\""));
+    }
+}

@@ -1,0 +1,19 @@
+//! Negotiation: every decision cborgate makes about a request before a byte of its body
+//! moves (WIRE.md §1, §4, §5). A request head goes in, a [`Plan`] comes out; nothing here
+//! does I/O, blocks, or depends on anything but `std`, and no input can make it panic.
+//!
+//! - [`media`]: `Accept` negotiation exactly as a CBOR-enabled kube-apiserver 1.36 does it
+//!   (goautoneg parsing and sort, then `NegotiateMediaTypeOptions`), `Content-Type`, and the
+//!   bounded [`Format`] label.
+//! - [`route`]: what the path addresses (resource, group-version discovery, other discovery,
+//!   anything else), the API group and resource, and the verb label of
+//!   `apiserver_request_total`.
+//! - [`plan`]: the decision table and the upstream modes; one test per row of WIRE.md §1.
+
+pub mod media;
+pub mod plan;
+pub mod route;
+
+pub use media::Format;
+pub use plan::{plan, BodyAction, LocalReply, Plan, RequestHead, ResponseAction, UpstreamMode};
+pub use route::{ResourceRoute, Route};

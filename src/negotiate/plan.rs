@@ -1,0 +1,1844 @@
+//! The decision table (WIRE.md §1, §4, §5): one request head in, one [`Plan`] out, decided
+//! once and only read afterwards by the proxy, the codec drivers, metrics and logs.
+//!
+//! [`plan`] first works out what a CBOR-enabled kube-apiserver 1.36 would do with the
+//! request: which check it fails first, which media type it answers in, whether it streams,
+//! in which format it would write an error. Then the upstream mode decides what cborgate must
+//! change so that the client sees exactly that: in `legacy` mode it transcodes and answers the
+//! refusals a legacy server would phrase differently; in `native` mode the upstream is the
+//! real thing and cborgate changes nothing.
+//!
+//! Which check comes first follows the apiserver's code and the recorded exchanges: for POST
+//! and PUT the router matches `Accept` before the handler reads the body type
+//! (`a-post-cbor-acc-cbor`: 406, not 415); PATCH routes declare the patch types they consume,
+//! and the router checks `Content-Type` before `Accept` (`a-apply-cbor`).
+
+use super::media::{
+    AcceptHeader, ContentType, Format, Negotiated, Offer, Restrictions, NOT_ACCEPTABLE_MESSAGE,
+};
+use super::route::{self, Method, Route};
+
+/// `application/json`
+const JSON: &str = "application/json";
+/// `application/cbor`
+const CBOR: &str = "application/cbor";
+/// `application/apply-patch+yaml`: JSON text is valid YAML for the apiserver.
+const APPLY_YAML: &str = "application/apply-patch+yaml";
+/// `application/apply-patch+cbor`
+const APPLY_CBOR: &str = "application/apply-patch+cbor";
+
+/// The message of the 415 for a PATCH whose body type is not a patch type the server
+/// consumes. PATCH routes declare `Consumes(json-patch+json, merge-patch+json,
+/// strategic-merge-patch+json, apply-patch+yaml, apply-patch+cbor)`, so go-restful refuses
+/// anything else before the handler runs, with this message and `"details":{}`, as recorded
+/// from the legacy server in `a-apply-cbor`. (Only a CRD's own handler words it
+/// `the body of the request was in an unknown format - accepted media types include: ...`,
+/// and its list has no strategic merge patch; cborgate cannot tell a CRD from its path.)
+pub const PATCH_UNSUPPORTED_MESSAGE: &str = "415: Unsupported Media Type";
+
+/// The message of the 415 for a POST or PUT body in a `+cbor` type (the handler's
+/// `NegotiateInputSerializer`, as in `a-post-cbor`, with the CBOR-enabled server's list).
+pub const BODY_UNSUPPORTED_MESSAGE: &str = "the body of the request was in an unknown format - \
+     accepted media types include: application/json, application/yaml, \
+     application/vnd.kubernetes.protobuf, application/cbor";
+
+/// How cborgate treats the upstream (WIRE.md §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum UpstreamMode {
+    /// Learn per (verb, group, resource) whether the upstream takes CBOR. Not implemented
+    /// yet: planned exactly as [`UpstreamMode::Legacy`].
+    #[default]
+    Auto,
+    /// The upstream speaks JSON only: always transcode.
+    Legacy,
+    /// The upstream is CBOR-enabled: pass everything through untouched.
+    Native,
+    /// Load-test gateway: JSON clients are sent to the upstream as CBOR. Not implemented
+    /// yet: planned exactly as [`UpstreamMode::Legacy`].
+    Upgrade,
+}
+
+/// What [`plan`] needs of a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestHead<'a> {
+    /// The method, e.g. `GET`.
+    pub method: &'a str,
+    /// The path, without the query.
+    pub path: &'a str,
+    /// The query, without `?`.
+    pub query: Option<&'a str>,
+    /// All `Accept` values joined with `", "`. (Go's `Header.Get` reads only the first
+    /// `Accept` line; clients send one.)
+    pub accept: Option<&'a str>,
+    /// The `Content-Type` value.
+    pub content_type: Option<&'a str>,
+    /// `Connection: upgrade` with an `Upgrade` header.
+    pub upgrade: bool,
+}
+
+/// What to do with the request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyAction {
+    /// Send it as it came.
+    PassThrough,
+    /// Transcode CBOR to JSON (WIRE.md §3) and send it with this `Content-Type` (and a new
+    /// length). An empty body stays empty: a DELETE may carry none.
+    CborToJson {
+        /// `application/json`, or `application/apply-patch+yaml` for an apply patch.
+        upstream_content_type: &'static str,
+    },
+}
+
+/// What to do with a response body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseAction {
+    /// Send it as it came.
+    PassThrough,
+    /// The upstream answers JSON (it was asked for JSON): transcode it (WIRE.md §2) and
+    /// label it [`ResponseAction::content_type`]. Only a body the upstream labelled
+    /// `application/json` can be transcoded; anything else passes through.
+    JsonToCbor {
+        /// A watch stream: one CBOR item per event, `application/cbor-seq`.
+        watch: bool,
+    },
+}
+
+impl ResponseAction {
+    /// The `Content-Type` the client gets for a transcoded body: `application/cbor`, or
+    /// `application/cbor-seq` for a watch; `None` when nothing is transcoded.
+    pub const fn content_type(self) -> Option<&'static str> {
+        match self {
+            ResponseAction::PassThrough => None,
+            ResponseAction::JsonToCbor { watch: false } => Some(CBOR),
+            ResponseAction::JsonToCbor { watch: true } => Some("application/cbor-seq"),
+        }
+    }
+}
+
+/// An answer cborgate gives itself, without contacting the upstream: a Kubernetes `Status`
+/// (WIRE.md §4) with `status: Failure`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalReply {
+    /// The HTTP status and the Status `code`.
+    pub code: u16,
+    /// The Status `reason`.
+    pub reason: &'static str,
+    /// The Status `message`.
+    pub message: String,
+    /// [`Format::Cbor`] or [`Format::Json`]: the format the server would write the Status in.
+    pub format: Format,
+    /// JSON indented with two spaces, as the apiserver writes a Status it could not negotiate
+    /// (always for 406), or one whose chosen clause or `?pretty=` asked for it.
+    pub pretty: bool,
+    /// Include `"details":{}` (the router's errors have it, the handlers' do not).
+    pub empty_details: bool,
+}
+
+/// Everything decided about one request, before any byte of its body moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The verb label (see [`route::normalize_verb`]).
+    pub verb: &'static str,
+    /// What the path addresses.
+    pub route: Route,
+    /// The request body's format, from `Content-Type`; [`Format::None`] without one.
+    pub request_format: Format,
+    /// The format the client will get on success.
+    pub response_format: Format,
+    /// The format a CBOR-enabled server writes an error `Status` in for this `Accept`
+    /// (negotiated without transformations); [`Format::Json`] when nothing is negotiable,
+    /// as the server then writes raw JSON.
+    pub error_format: Format,
+    /// What to do with the request body.
+    pub body: BodyAction,
+    /// What to do with a successful (non-error) response body.
+    pub response: ResponseAction,
+    /// What to do with an error response body (status 400 and above).
+    pub error_response: ResponseAction,
+    /// `Some`: replace every `Accept` header sent upstream with this value.
+    pub upstream_accept: Option<String>,
+    /// `Some`: answer this and do not contact the upstream.
+    pub reply: Option<LocalReply>,
+    /// A watch, an upgrade or a connect subresource: no response-header timeout applies.
+    pub long_running: bool,
+}
+
+impl Plan {
+    /// The response action for an upstream status: errors follow [`Plan::error_response`]
+    /// (an error ends a watch before it starts, as one `Status`), informational statuses
+    /// such as `101 Switching Protocols` pass through, the rest follow [`Plan::response`].
+    pub fn response_for_status(&self, status: u16) -> ResponseAction {
+        match status {
+            100..=199 => ResponseAction::PassThrough,
+            400.. => self.error_response,
+            _ => self.response,
+        }
+    }
+
+    /// The key under which upstream capabilities are remembered: (verb, group, resource),
+    /// for resource routes only.
+    pub fn capability_key(&self) -> Option<(&'static str, &str, &str)> {
+        match &self.route {
+            Route::Resource(r) => Some((self.verb, r.group.as_str(), r.resource.as_str())),
+            _ => None,
+        }
+    }
+}
+
+/// Decides what cborgate does with a request. Pure and total: any head, however malformed,
+/// gives a plan.
+pub fn plan(head: &RequestHead<'_>, mode: UpstreamMode) -> Plan {
+    let emulation = Emulation::of(head);
+    match mode {
+        UpstreamMode::Legacy => emulation.legacy_plan(),
+        UpstreamMode::Native => emulation.native_plan(),
+        // TODO(auto): send CBOR requests as CBOR, ask for CBOR with JSON as fallback, replay
+        // as JSON after an upstream 415 and remember that per `Plan::capability_key`. Until
+        // then the safe choice is to assume a legacy upstream.
+        UpstreamMode::Auto => emulation.legacy_plan(),
+        // TODO(upgrade): translate JSON clients to CBOR upstream. Until then, legacy.
+        UpstreamMode::Upgrade => emulation.legacy_plan(),
+    }
+}
+
+/// What a CBOR-enabled kube-apiserver 1.36 does with the request, before any mode applies.
+struct Emulation<'a> {
+    verb: &'static str,
+    route: Route,
+    request_format: Format,
+    error_format: Format,
+    long_running: bool,
+    outcome: Outcome<'a>,
+}
+
+enum Outcome<'a> {
+    /// Not an API object exchange (upgrades, connect subresources, non-resource paths, methods
+    /// no route has): cborgate changes nothing on the way. `error_statuses`: an error there is
+    /// a `Status` the server would negotiate like any other (so a legacy upstream's JSON one
+    /// is transcoded when the client's `Accept` chose CBOR for errors).
+    Untouched {
+        response_format: Format,
+        error_statuses: bool,
+    },
+    /// The server refuses the request itself.
+    Reply(LocalReply),
+    /// The handler serves it in `chosen`.
+    Serve {
+        chosen: Negotiated<'a>,
+        body: BodyAction,
+        watch: bool,
+    },
+}
+
+impl<'a> Emulation<'a> {
+    fn of(head: &RequestHead<'a>) -> Self {
+        let method = Method::parse(head.method);
+        let route = Route::classify(head.path);
+        let content_type = head.content_type.and_then(ContentType::parse);
+        let request_format = content_type
+            .as_ref()
+            .map_or(Format::None, ContentType::format);
+        let verb = route::normalize_verb(
+            method,
+            &route,
+            head.query,
+            content_type.as_ref().map(ContentType::raw),
+            head.upgrade,
+        );
+        let accept = AcceptHeader::parse(head.accept);
+        let errors = ErrorStyle {
+            choice: accept.negotiate(Restrictions::Default),
+            pretty_query: route::query_pretty(head.query),
+        };
+        let mut long_running = head.upgrade;
+        let outcome = if head.upgrade {
+            // exec, attach, port-forward over SPDY or WebSocket: untouched bytes both ways.
+            Outcome::Untouched {
+                response_format: Format::Other,
+                error_statuses: false,
+            }
+        } else {
+            match &route {
+                Route::Resource(r) if r.is_connect() => {
+                    long_running = true;
+                    Outcome::Untouched {
+                        response_format: Format::Other,
+                        error_statuses: true,
+                    }
+                }
+                Route::Resource(r) => {
+                    let watch = r.serves_watch(method, head.query);
+                    long_running = watch;
+                    serve_resource(method, content_type.as_ref(), &accept, &errors, watch)
+                }
+                Route::GroupVersionDiscovery { .. } => match method {
+                    // Served with `DefaultEndpointRestrictions`: no `as=` transformation.
+                    Method::Get | Method::Head => match accept.negotiate(Restrictions::Default) {
+                        Some(chosen) => Outcome::Serve {
+                            chosen,
+                            body: BodyAction::PassThrough,
+                            watch: false,
+                        },
+                        None => Outcome::Reply(not_acceptable()),
+                    },
+                    _ => Outcome::Untouched {
+                        response_format: errors.format(),
+                        error_statuses: true,
+                    },
+                },
+                // The upstream answers these itself, 406 included (`b-api-cbor`): the label is
+                // what it will answer in, JSON when it refuses.
+                Route::NoCborDiscovery => Outcome::Untouched {
+                    response_format: accept.negotiate(Restrictions::Unrestricted).map_or(
+                        Format::Json,
+                        |n| match n.offer {
+                            Offer::Cbor => Format::Json,
+                            offer => offer.format(),
+                        },
+                    ),
+                    error_statuses: false,
+                },
+                Route::Other => Outcome::Untouched {
+                    response_format: Format::Other,
+                    error_statuses: false,
+                },
+            }
+        };
+        Emulation {
+            verb,
+            route,
+            request_format,
+            error_format: errors.format(),
+            long_running,
+            outcome,
+        }
+    }
+
+    fn base_plan(
+        verb: &'static str,
+        route: Route,
+        request_format: Format,
+        error_format: Format,
+        long_running: bool,
+    ) -> Plan {
+        Plan {
+            verb,
+            route,
+            request_format,
+            response_format: Format::Other,
+            error_format,
+            body: BodyAction::PassThrough,
+            response: ResponseAction::PassThrough,
+            error_response: ResponseAction::PassThrough,
+            upstream_accept: None,
+            reply: None,
+            long_running,
+        }
+    }
+
+    /// The upstream speaks JSON only: transcode what the client sends and asks for in CBOR,
+    /// and answer the refusals a legacy server would word differently.
+    fn legacy_plan(self) -> Plan {
+        let Emulation {
+            verb,
+            route,
+            request_format,
+            error_format,
+            long_running,
+            outcome,
+        } = self;
+        let mut plan = Self::base_plan(verb, route, request_format, error_format, long_running);
+        // A legacy upstream writes every error Status in JSON; the real server would have
+        // written it in CBOR when that is what `Accept` negotiates for errors.
+        let errors = if error_format == Format::Cbor {
+            ResponseAction::JsonToCbor { watch: false }
+        } else {
+            ResponseAction::PassThrough
+        };
+        match outcome {
+            Outcome::Untouched {
+                response_format,
+                error_statuses,
+            } => {
+                plan.response_format = response_format;
+                if error_statuses {
+                    plan.error_response = errors;
+                }
+            }
+            Outcome::Reply(reply) => {
+                plan.response_format = reply.format;
+                plan.reply = Some(reply);
+            }
+            Outcome::Serve {
+                chosen,
+                body,
+                watch,
+            } => {
+                plan.response_format = chosen.offer.format();
+                plan.body = body;
+                plan.error_response = errors;
+                if chosen.offer == Offer::Cbor {
+                    plan.response = ResponseAction::JsonToCbor { watch };
+                    plan.upstream_accept = Some(chosen.as_json_accept());
+                }
+                // JSON, YAML or protobuf: the client's own `Accept` goes upstream untouched.
+            }
+        }
+        plan
+    }
+
+    /// The upstream is a CBOR-enabled server: it negotiates, refuses and streams exactly as
+    /// [`Emulation`] predicts, and better (its 406 and 415 wording follows its real routes,
+    /// CRDs included). So cborgate transcodes nothing, rewrites nothing and answers nothing;
+    /// the plan still carries the verb and formats for metrics. (1.36 drops `/api/v1`
+    /// requests that ask for CBOR; native mode does not work around that.)
+    fn native_plan(self) -> Plan {
+        let Emulation {
+            verb,
+            route,
+            request_format,
+            error_format,
+            long_running,
+            outcome,
+        } = self;
+        let mut plan = Self::base_plan(verb, route, request_format, error_format, long_running);
+        plan.response_format = match outcome {
+            Outcome::Untouched {
+                response_format, ..
+            } => response_format,
+            Outcome::Reply(reply) => reply.format,
+            Outcome::Serve { chosen, .. } => chosen.offer.format(),
+        };
+        plan
+    }
+}
+
+/// What the request body's type means for the handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BodyCheck {
+    /// Not CBOR: the upstream reads it as it is.
+    Fine,
+    /// CBOR the upstream must get as JSON text with this `Content-Type`.
+    Cbor(&'static str),
+    /// A PATCH in `application/cbor` or a `+cbor` type other than apply: the router's 415.
+    UnsupportedPatch,
+    /// A POST or PUT in a `+cbor` type: the handler's 415.
+    UnsupportedBody,
+}
+
+fn check_body(method: Method, content_type: Option<&ContentType<'_>>) -> BodyCheck {
+    let Some(ct) = content_type else {
+        return BodyCheck::Fine;
+    };
+    match method {
+        // The PATCH handler and router compare the type case-sensitively, parameters cut.
+        Method::Patch if ct.raw() == APPLY_CBOR => BodyCheck::Cbor(APPLY_YAML),
+        Method::Patch if ct.is_cbor_family() => BodyCheck::UnsupportedPatch,
+        // POST and PUT go through `mime.ParseMediaType`, which lower-cases. DELETE bodies are
+        // DeleteOptions; a `+cbor` one there is left to the upstream's own 415.
+        Method::Post | Method::Put | Method::Delete if ct.media_type() == CBOR => {
+            BodyCheck::Cbor(JSON)
+        }
+        Method::Post | Method::Put if ct.is_cbor_family() => BodyCheck::UnsupportedBody,
+        _ => BodyCheck::Fine,
+    }
+}
+
+/// A resource route that is not a connect subresource.
+fn serve_resource<'a>(
+    method: Method,
+    content_type: Option<&ContentType<'_>>,
+    accept: &AcceptHeader<'a>,
+    errors: &ErrorStyle<'a>,
+    watch: bool,
+) -> Outcome<'a> {
+    let body = check_body(method, content_type);
+    match method {
+        Method::Patch if body == BodyCheck::UnsupportedPatch => {
+            return Outcome::Reply(errors.reply(
+                415,
+                "UnsupportedMediaType",
+                PATCH_UNSUPPORTED_MESSAGE,
+                true,
+            ));
+        }
+        Method::Get
+        | Method::Head
+        | Method::Post
+        | Method::Put
+        | Method::Patch
+        | Method::Delete => {}
+        // No route takes this method: the upstream's 405 is a Status like any error.
+        Method::Options | Method::Connect | Method::Other => {
+            return Outcome::Untouched {
+                response_format: errors.format(),
+                error_statuses: true,
+            };
+        }
+    }
+    let Some(chosen) = accept.negotiate(Restrictions::Resource) else {
+        return Outcome::Reply(not_acceptable());
+    };
+    let body = match body {
+        BodyCheck::UnsupportedBody => {
+            return Outcome::Reply(errors.reply(
+                415,
+                "UnsupportedMediaType",
+                BODY_UNSUPPORTED_MESSAGE,
+                false,
+            ));
+        }
+        BodyCheck::Cbor(upstream_content_type) => BodyAction::CborToJson {
+            upstream_content_type,
+        },
+        BodyCheck::Fine | BodyCheck::UnsupportedPatch => BodyAction::PassThrough,
+    };
+    Outcome::Serve {
+        chosen,
+        body,
+        watch,
+    }
+}
+
+/// The 406 for an `Accept` nothing matches: raw JSON, indented, as the server writes a Status
+/// it could not negotiate a format for (`b-table-cbor`).
+fn not_acceptable() -> LocalReply {
+    LocalReply {
+        code: 406,
+        reason: "NotAcceptable",
+        message: NOT_ACCEPTABLE_MESSAGE.to_owned(),
+        format: Format::Json,
+        pretty: true,
+        empty_details: false,
+    }
+}
+
+/// How the server writes an error `Status` (`ErrorNegotiated`): negotiated with
+/// `DefaultEndpointRestrictions`, or raw indented JSON when that fails.
+struct ErrorStyle<'a> {
+    choice: Option<Negotiated<'a>>,
+    pretty_query: Option<bool>,
+}
+
+impl ErrorStyle<'_> {
+    fn format(&self) -> Format {
+        self.choice.map_or(Format::Json, |n| n.offer.format())
+    }
+
+    /// A refusal in the error format. cborgate writes Status objects in JSON and CBOR only:
+    /// where the server would use YAML or protobuf, JSON it is.
+    fn reply(
+        &self,
+        code: u16,
+        reason: &'static str,
+        message: &str,
+        empty_details: bool,
+    ) -> LocalReply {
+        let (format, pretty) = match &self.choice {
+            None => (Format::Json, true),
+            Some(n) if n.offer == Offer::Cbor => (Format::Cbor, false),
+            // The user agent (curl, browsers) would also make it pretty; it is not in the head.
+            Some(n) => (
+                Format::Json,
+                n.offer == Offer::Json && (n.options.pretty || self.pretty_query == Some(true)),
+            ),
+        };
+        LocalReply {
+            code,
+            reason,
+            message: message.to_owned(),
+            format,
+            pretty,
+            empty_details,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::negotiate::route::VERBS;
+
+    const CM: &str = "/api/v1/namespaces/verify/configmaps";
+    const CM_ONE: &str = "/api/v1/namespaces/verify/configmaps/cm-basic";
+    const TABLE: &str = "application/cbor;as=Table;g=meta.k8s.io;v=v1";
+    const CBOR_SEQ: ResponseAction = ResponseAction::JsonToCbor { watch: true };
+    const TO_CBOR: ResponseAction = ResponseAction::JsonToCbor { watch: false };
+    const PASS: ResponseAction = ResponseAction::PassThrough;
+    const TO_JSON: BodyAction = BodyAction::CborToJson {
+        upstream_content_type: JSON,
+    };
+
+    fn head<'a>(
+        method: &'a str,
+        target: &'a str,
+        accept: Option<&'a str>,
+        content_type: Option<&'a str>,
+    ) -> RequestHead<'a> {
+        let (path, query) = match target.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (target, None),
+        };
+        RequestHead {
+            method,
+            path,
+            query,
+            accept,
+            content_type,
+            upgrade: false,
+        }
+    }
+
+    fn legacy(
+        method: &str,
+        target: &str,
+        accept: Option<&str>,
+        content_type: Option<&str>,
+    ) -> Plan {
+        plan(
+            &head(method, target, accept, content_type),
+            UpstreamMode::Legacy,
+        )
+    }
+
+    fn get(target: &str, accept: &str) -> Plan {
+        legacy("GET", target, Some(accept), None)
+    }
+
+    /// CBOR chosen: Accept rewritten to `expected_accept`, response transcoded.
+    fn assert_cbor(p: &Plan, expected_accept: &str, watch: bool) {
+        assert_eq!(p.reply, None);
+        assert_eq!(p.response, ResponseAction::JsonToCbor { watch });
+        assert_eq!(p.response_format, Format::Cbor);
+        assert_eq!(p.upstream_accept.as_deref(), Some(expected_accept));
+        assert_eq!(p.error_response, TO_CBOR);
+    }
+
+    fn assert_passthrough(p: &Plan, format: Format) {
+        assert_eq!(p.reply, None);
+        assert_eq!(p.response, PASS);
+        assert_eq!(p.upstream_accept, None);
+        assert_eq!(p.response_format, format);
+    }
+
+    fn assert_406(p: &Plan) {
+        let reply = p.reply.as_ref().expect("a local 406");
+        assert_eq!((reply.code, reply.reason), (406, "NotAcceptable"));
+        assert_eq!(reply.message, NOT_ACCEPTABLE_MESSAGE);
+        assert_eq!(reply.format, Format::Json);
+        assert!(reply.pretty && !reply.empty_details);
+        assert_eq!(
+            (p.body, p.response, p.upstream_accept.as_deref()),
+            (BodyAction::PassThrough, PASS, None)
+        );
+        assert_eq!(p.response_format, Format::Json);
+    }
+
+    fn assert_415(p: &Plan, message: &str, format: Format) {
+        let reply = p.reply.as_ref().expect("a local 415");
+        assert_eq!(
+            (reply.code, reply.reason, reply.message.as_str()),
+            (415, "UnsupportedMediaType", message)
+        );
+        assert_eq!(reply.format, format);
+        assert_eq!(reply.empty_details, message == PATCH_UNSUPPORTED_MESSAGE);
+        assert_eq!(
+            (p.body, p.response, p.upstream_accept.as_deref()),
+            (BodyAction::PassThrough, PASS, None)
+        );
+    }
+
+    // ---- One test per row of WIRE.md §1 -------------------------------------------------
+
+    #[test]
+    fn row_request_body_cbor_post_put_delete_sent_upstream_as_json() {
+        for (method, target, verb) in [
+            ("POST", CM, "POST"),
+            ("PUT", CM_ONE, "PUT"),
+            ("DELETE", CM_ONE, "DELETE"),
+            ("DELETE", CM, "DELETECOLLECTION"),
+        ] {
+            for ct in [
+                "application/cbor",
+                "application/cbor; charset=utf-8",
+                "Application/CBOR",
+            ] {
+                let p = legacy(method, target, Some("application/json"), Some(ct));
+                assert_eq!(p.body, TO_JSON, "{method} {ct}");
+                assert_eq!(p.request_format, Format::Cbor);
+                assert_eq!(p.verb, verb);
+                assert_passthrough(&p, Format::Json);
+            }
+        }
+    }
+
+    #[test]
+    fn row_apply_patch_cbor_sent_upstream_as_apply_patch_yaml() {
+        let p = legacy(
+            "PATCH",
+            &format!("{CM}/cm-cbor-post?fieldManager=verify"),
+            Some("application/cbor"),
+            Some(APPLY_CBOR),
+        );
+        assert_eq!(
+            p.body,
+            BodyAction::CborToJson {
+                upstream_content_type: APPLY_YAML
+            }
+        );
+        assert_eq!((p.verb, p.request_format), ("APPLY", Format::Cbor));
+        assert_cbor(&p, JSON, false);
+        // a-apply-cbor: Accept JSON, body apply CBOR.
+        let p = legacy(
+            "PATCH",
+            CM_ONE,
+            Some("application/json"),
+            Some("application/apply-patch+cbor; x=y"),
+        );
+        assert_eq!(
+            p.body,
+            BodyAction::CborToJson {
+                upstream_content_type: APPLY_YAML
+            }
+        );
+        assert_passthrough(&p, Format::Json);
+    }
+
+    #[test]
+    fn row_other_cbor_patch_types_refused_with_415() {
+        for ct in [
+            "application/strategic-merge-patch+cbor",
+            "application/merge-patch+cbor",
+            "application/json-patch+cbor",
+            "application/whatever+cbor",
+            // The router compares case-sensitively: only the exact apply type is consumed.
+            "Application/Apply-Patch+CBOR",
+        ] {
+            let p = legacy("PATCH", CM_ONE, Some("application/cbor"), Some(ct));
+            assert_415(&p, PATCH_UNSUPPORTED_MESSAGE, Format::Cbor);
+            assert_eq!(
+                (p.verb, p.request_format, p.response_format),
+                ("PATCH", Format::Cbor, Format::Cbor)
+            );
+            let p = legacy("PATCH", CM_ONE, Some("application/json"), Some(ct));
+            assert_415(&p, PATCH_UNSUPPORTED_MESSAGE, Format::Json);
+            assert!(!p.reply.unwrap().pretty);
+            let p = legacy("PATCH", CM_ONE, None, Some(ct));
+            assert_415(&p, PATCH_UNSUPPORTED_MESSAGE, Format::Json);
+        }
+    }
+
+    #[test]
+    fn row_patch_with_application_cbor_refused_with_415() {
+        let p = legacy(
+            "PATCH",
+            CM_ONE,
+            Some("application/cbor"),
+            Some("application/cbor"),
+        );
+        assert_415(&p, PATCH_UNSUPPORTED_MESSAGE, Format::Cbor);
+        // The router checks the body type before Accept on PATCH: 415 wins over 406.
+        let p = legacy("PATCH", CM_ONE, Some(TABLE), Some("application/cbor"));
+        assert_415(&p, PATCH_UNSUPPORTED_MESSAGE, Format::Json);
+        // Nothing negotiable for the error either: raw, indented JSON.
+        assert!(p.reply.unwrap().pretty);
+    }
+
+    #[test]
+    fn row_json_yaml_protobuf_and_json_patch_bodies_pass_through() {
+        for (method, ct, format, verb) in [
+            (
+                "PATCH",
+                "application/json-patch+json",
+                Format::Json,
+                "PATCH",
+            ),
+            (
+                "PATCH",
+                "application/merge-patch+json",
+                Format::Json,
+                "PATCH",
+            ),
+            (
+                "PATCH",
+                "application/strategic-merge-patch+json",
+                Format::Json,
+                "PATCH",
+            ),
+            (
+                "PATCH",
+                "application/apply-patch+yaml",
+                Format::Yaml,
+                "APPLY",
+            ),
+            (
+                "POST",
+                "application/vnd.kubernetes.protobuf",
+                Format::Protobuf,
+                "POST",
+            ),
+            ("POST", "application/json", Format::Json, "POST"),
+            ("PUT", "application/yaml", Format::Yaml, "PUT"),
+            ("POST", "text/plain", Format::Other, "POST"),
+        ] {
+            let target = if method == "POST" { CM } else { CM_ONE };
+            let p = legacy(method, target, Some("application/cbor"), Some(ct));
+            assert_eq!(p.body, BodyAction::PassThrough, "{ct}");
+            assert_eq!((p.request_format, p.verb), (format, verb), "{ct}");
+            assert_cbor(&p, JSON, false);
+        }
+    }
+
+    #[test]
+    fn row_accept_choosing_cbor_rewritten_and_transcoded() {
+        let p = get(CM_ONE, "application/cbor");
+        assert_cbor(&p, JSON, false);
+        assert_eq!(p.response.content_type(), Some("application/cbor"));
+        assert_eq!(
+            (p.verb, p.request_format, p.body),
+            ("GET", Format::None, BodyAction::PassThrough)
+        );
+        assert!(!p.long_running);
+    }
+
+    #[test]
+    fn row_watch_choosing_cbor_streams_cbor_seq() {
+        for target in [
+            format!("{CM}?watch=true&timeoutSeconds=1"),
+            format!("{CM}?watch=1"),
+            "/api/v1/watch/namespaces/verify/configmaps".to_owned(),
+            "/apis/apps/v1/watch/deployments?timeoutSeconds=5".to_owned(),
+        ] {
+            let p = get(&target, "application/cbor");
+            assert_cbor(&p, JSON, true);
+            assert_eq!(p.response.content_type(), Some("application/cbor-seq"));
+            assert_eq!(p.verb, "WATCH");
+            assert!(p.long_running);
+            // An error ends a watch before it starts: one Status, plain CBOR.
+            assert_eq!(p.response_for_status(410), TO_CBOR);
+            assert_eq!(p.response_for_status(200), CBOR_SEQ);
+        }
+    }
+
+    #[test]
+    fn row_table_in_cbor_not_acceptable() {
+        assert_406(&get(CM, TABLE)); // b-table-cbor
+        assert_406(&get(CM_ONE, TABLE)); // b-table-cbor-get
+        assert_eq!(get(CM, TABLE).verb, "LIST");
+    }
+
+    #[test]
+    fn row_partial_object_metadata_in_cbor_allowed() {
+        for (target, kind) in [
+            (CM_ONE, "PartialObjectMetadata"),
+            (CM, "PartialObjectMetadataList"),
+        ] {
+            let accept = format!("application/cbor;as={kind};g=meta.k8s.io;v=v1");
+            let p = get(target, &accept);
+            let upstream = format!("application/json;as={kind};g=meta.k8s.io;v=v1");
+            assert_eq!(p.upstream_accept.as_deref(), Some(upstream.as_str()));
+            assert_eq!(p.response, TO_CBOR);
+            assert_eq!(
+                p.response.content_type(),
+                Some("application/cbor"),
+                "no parameters"
+            );
+            // A server writes errors without transformation: nothing negotiable, raw JSON.
+            assert_eq!((p.error_format, p.error_response), (Format::Json, PASS));
+        }
+    }
+
+    #[test]
+    fn row_cbor_seq_accept_not_acceptable() {
+        assert_406(&get(
+            &format!("{CM}?watch=true&timeoutSeconds=1"),
+            "application/cbor-seq",
+        ));
+        assert_406(&get(CM_ONE, "application/cbor-seq"));
+    }
+
+    #[test]
+    fn row_json_yaml_protobuf_choices_pass_through() {
+        for (accept, format) in [
+            ("application/json", Format::Json),
+            ("application/yaml", Format::Yaml),
+            ("application/vnd.kubernetes.protobuf", Format::Protobuf),
+            (
+                "application/vnd.kubernetes.protobuf, application/cbor",
+                Format::Protobuf,
+            ),
+        ] {
+            let p = get(CM_ONE, accept);
+            assert_passthrough(&p, format);
+            assert_eq!(p.error_response, PASS);
+        }
+    }
+
+    // ---- Accept headers -----------------------------------------------------------------
+
+    #[test]
+    fn client_go_dynamic_client_header() {
+        assert_cbor(
+            &get(CM, "application/json;q=0.9,application/cbor;q=1"),
+            JSON,
+            false,
+        );
+    }
+
+    #[test]
+    fn client_go_prefer_cbor_header() {
+        assert_cbor(&get(CM_ONE, "application/cbor, */*"), JSON, false);
+        assert_cbor(
+            &get(CM_ONE, "application/cbor, application/json"),
+            JSON,
+            false,
+        );
+    }
+
+    #[test]
+    fn q_zero_clauses_are_kept_like_the_apiserver() {
+        assert_cbor(&get(CM_ONE, "application/cbor;q=0"), JSON, false);
+        assert_passthrough(
+            &get(CM_ONE, "application/json;q=0, application/cbor;q=0"),
+            Format::Json,
+        );
+        assert_cbor(
+            &get(CM_ONE, "application/json;q=0, application/cbor"),
+            JSON,
+            false,
+        );
+    }
+
+    #[test]
+    fn wildcards_choose_json() {
+        assert_passthrough(&get(CM_ONE, "*/*"), Format::Json); // b-get-star
+        assert_passthrough(&get(CM_ONE, "application/*"), Format::Json);
+        assert_passthrough(&get(CM_ONE, "*"), Format::Json);
+        // goautoneg sorts a concrete type before */* whatever the q values.
+        assert_cbor(&get(CM_ONE, "*/*, application/cbor;q=0.5"), JSON, false);
+    }
+
+    #[test]
+    fn missing_or_empty_accept_chooses_json() {
+        assert_passthrough(&legacy("GET", CM_ONE, None, None), Format::Json); // b-get-noaccept
+        assert_passthrough(&get(CM_ONE, ""), Format::Json);
+        let p = legacy("POST", CM, None, Some("application/cbor")); // b-post-cbor-noaccept
+        assert_eq!(p.body, TO_JSON);
+        assert_passthrough(&p, Format::Json);
+        assert_eq!(p.error_response, PASS);
+    }
+
+    #[test]
+    fn table_fallback_clause_chooses_json_table() {
+        // b-table-cbor-json-fb
+        let p = get(
+            CM,
+            &format!("{TABLE}, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9"),
+        );
+        assert_passthrough(&p, Format::Json);
+        assert_eq!(p.error_response, PASS);
+    }
+
+    #[test]
+    fn error_format_follows_untransformed_clauses() {
+        // JSON Table on success, but a real server writes an error in CBOR here.
+        let p = get(
+            CM,
+            "application/json;as=Table;g=meta.k8s.io;v=v1, application/cbor",
+        );
+        assert_passthrough(&p, Format::Json);
+        assert_eq!((p.error_format, p.error_response), (Format::Cbor, TO_CBOR));
+        assert_eq!(p.response_for_status(200), PASS);
+        assert_eq!(p.response_for_status(404), TO_CBOR);
+        // b-missing-cbor: a 404 for a CBOR client is CBOR.
+        let p = get(&format!("{CM}/does-not-exist"), "application/cbor");
+        assert_eq!(p.response_for_status(404), TO_CBOR);
+        assert_eq!(p.response_for_status(101), PASS);
+        assert_eq!(
+            p.response_for_status(304),
+            TO_CBOR,
+            "no body, but the plan stays the same"
+        );
+    }
+
+    #[test]
+    fn pretty_requests_shape_local_json_errors() {
+        let reply = |accept: &str, target: &str| {
+            legacy(
+                "PATCH",
+                target,
+                Some(accept),
+                Some("application/merge-patch+cbor"),
+            )
+            .reply
+            .unwrap()
+        };
+        assert!(reply("application/json;pretty=1", CM_ONE).pretty);
+        assert!(reply("application/json", &format!("{CM_ONE}?pretty=true")).pretty);
+        assert!(!reply("application/json", &format!("{CM_ONE}?pretty=false")).pretty);
+        assert!(!reply("application/cbor;pretty=1", CM_ONE).pretty);
+        // YAML or protobuf errors are written as JSON by cborgate.
+        assert_eq!(reply("application/yaml", CM_ONE).format, Format::Json);
+    }
+
+    // ---- Which refusal comes first ------------------------------------------------------
+
+    #[test]
+    fn post_and_put_check_accept_before_the_body_type() {
+        // a-post-cbor-acc-cbor: Accept is matched by the router first.
+        for method in ["POST", "PUT"] {
+            let target = if method == "POST" { CM } else { CM_ONE };
+            assert_406(&legacy(
+                method,
+                target,
+                Some("application/cbor-seq"),
+                Some("application/merge-patch+cbor"),
+            ));
+            let p = legacy(
+                method,
+                target,
+                Some("application/cbor"),
+                Some("application/merge-patch+cbor"),
+            );
+            assert_415(&p, BODY_UNSUPPORTED_MESSAGE, Format::Cbor);
+            let p = legacy(method, target, None, Some("application/apply-patch+cbor"));
+            assert_415(&p, BODY_UNSUPPORTED_MESSAGE, Format::Json);
+        }
+        // A valid CBOR body with an unservable Accept: 406, nothing sent upstream.
+        assert_406(&legacy("POST", CM, Some(TABLE), Some("application/cbor")));
+    }
+
+    #[test]
+    fn other_body_types_are_left_to_the_upstream() {
+        let p = legacy(
+            "POST",
+            CM,
+            Some("application/cbor"),
+            Some("application/cbor-seq"),
+        );
+        assert_eq!((p.body, p.reply.as_ref()), (BodyAction::PassThrough, None));
+        let p = legacy(
+            "DELETE",
+            CM_ONE,
+            Some("application/cbor"),
+            Some("application/merge-patch+cbor"),
+        );
+        assert_eq!((p.body, p.reply.as_ref()), (BodyAction::PassThrough, None));
+        let p = legacy(
+            "GET",
+            CM_ONE,
+            Some("application/json"),
+            Some("application/cbor"),
+        );
+        assert_eq!(
+            (p.body, p.request_format),
+            (BodyAction::PassThrough, Format::Cbor)
+        );
+    }
+
+    // ---- Routes ---------------------------------------------------------------------------
+
+    #[test]
+    fn group_version_discovery_is_transcoded() {
+        for (path, group) in [("/api/v1", ""), ("/apis/apps/v1", "apps")] {
+            let p = get(path, "application/cbor"); // b-apiv1-cbor, b-apis-apps-v1-cbor
+            assert_cbor(&p, JSON, false);
+            assert_eq!((p.verb, p.route.group()), ("GET", Some(group)));
+            assert_cbor(
+                &get(path, "application/cbor, application/json;q=0.9"),
+                JSON,
+                false,
+            ); // b-apiv1-cbor-json-q09
+            assert_passthrough(&get(path, "application/json"), Format::Json);
+            // Discovery allows no transformation at all.
+            assert_406(&get(
+                path,
+                "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            ));
+            assert_406(&get(path, "application/cbor-seq"));
+            // Methods without a route: no 406 of our own, the upstream's 405 is transcoded.
+            let p = legacy(
+                "POST",
+                path,
+                Some("application/cbor-seq"),
+                Some("application/cbor"),
+            );
+            assert_eq!(
+                (p.reply.as_ref(), p.body, p.error_response),
+                (None, BodyAction::PassThrough, PASS)
+            );
+            let p = legacy("POST", path, Some("application/cbor"), None);
+            assert_eq!(
+                (p.response, p.error_response, p.verb),
+                (PASS, TO_CBOR, "POST")
+            );
+        }
+    }
+
+    #[test]
+    fn discovery_without_cbor_and_other_paths_pass_through() {
+        for (path, format) in [
+            ("/api", Format::Json),  // b-api-cbor
+            ("/apis", Format::Json), // b-apis-cbor
+            ("/apis/apps", Format::Json),
+            ("/version", Format::Other), // b-version-cbor
+            ("/openapi/v3", Format::Other),
+            ("/openapi/v2", Format::Other),
+            ("/healthz", Format::Other),
+            ("/livez", Format::Other),
+            ("/readyz", Format::Other),
+            ("/metrics", Format::Other),
+            ("/nonsense/path", Format::Other),
+        ] {
+            for accept in ["application/cbor", "application/cbor-seq", TABLE] {
+                let p = get(path, accept);
+                assert_passthrough(&p, format);
+                assert_eq!((p.error_response, p.verb), (PASS, "GET"), "{path}");
+                assert_eq!(p.capability_key(), None);
+            }
+        }
+        // Aggregated discovery: b-aggdisc-cbor, b-aggdisc-json.
+        let p = get(
+            "/apis",
+            "application/cbor;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        );
+        assert_passthrough(&p, Format::Json);
+        let p = get("/api", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+        assert_passthrough(&p, Format::Protobuf);
+    }
+
+    #[test]
+    fn connect_subresources_and_upgrades_are_never_transcoded() {
+        for sub in ["exec", "attach", "portforward", "proxy", "log"] {
+            let target = format!("/api/v1/namespaces/ns/pods/p/{sub}?follow=true");
+            let p = legacy("GET", &target, Some("application/cbor"), None);
+            assert_passthrough(&p, Format::Other);
+            assert_eq!((p.verb, p.long_running), ("CONNECT", true), "{sub}");
+            // Their errors are ordinary Status objects.
+            assert_eq!(p.error_response, TO_CBOR);
+            let p = legacy(
+                "POST",
+                &target,
+                Some("application/cbor"),
+                Some("application/cbor"),
+            );
+            assert_eq!(p.body, BodyAction::PassThrough);
+        }
+        let upgrade = RequestHead {
+            upgrade: true,
+            ..head(
+                "POST",
+                "/api/v1/namespaces/ns/pods/p/exec?command=sh",
+                Some("application/cbor"),
+                Some("application/cbor"),
+            )
+        };
+        for mode in [
+            UpstreamMode::Legacy,
+            UpstreamMode::Native,
+            UpstreamMode::Auto,
+        ] {
+            let p = plan(&upgrade, mode);
+            assert_passthrough(&p, Format::Other);
+            assert_eq!(
+                (p.verb, p.body, p.error_response, p.long_running),
+                ("CONNECT", BodyAction::PassThrough, PASS, true)
+            );
+        }
+        let p = plan(
+            &RequestHead {
+                upgrade: true,
+                ..head("GET", CM_ONE, Some(TABLE), None)
+            },
+            UpstreamMode::Legacy,
+        );
+        assert_eq!((p.verb, p.reply), ("CONNECT", None));
+    }
+
+    #[test]
+    fn methods_without_routes_are_passed_on() {
+        for method in ["OPTIONS", "TRACE", "BREW", ""] {
+            let p = legacy(
+                method,
+                CM_ONE,
+                Some("application/cbor-seq"),
+                Some("application/cbor"),
+            );
+            assert_eq!(
+                (p.reply.as_ref(), p.body, p.upstream_accept.as_deref()),
+                (None, BodyAction::PassThrough, None)
+            );
+        }
+        let p = legacy("OPTIONS", CM_ONE, Some("application/cbor"), None);
+        assert_eq!(
+            (p.verb, p.response, p.error_response, p.response_format),
+            ("OPTIONS", PASS, TO_CBOR, Format::Cbor)
+        );
+    }
+
+    #[test]
+    fn verbs_for_every_case() {
+        let v =
+            |method, target: &str, ct| legacy(method, target, Some("application/cbor"), ct).verb;
+        assert_eq!(v("GET", CM_ONE, None), "GET");
+        assert_eq!(v("GET", CM, None), "LIST");
+        assert_eq!(v("GET", &format!("{CM}?watch=true"), None), "WATCH");
+        assert_eq!(v("GET", &format!("{CM}?watch=1"), None), "WATCH");
+        assert_eq!(v("GET", &format!("{CM}?watch=false"), None), "LIST");
+        assert_eq!(v("GET", "/api/v1/watch/pods", None), "WATCH");
+        assert_eq!(v("POST", CM, Some("application/cbor")), "POST");
+        assert_eq!(v("PUT", CM_ONE, Some("application/cbor")), "PUT");
+        assert_eq!(
+            v("PATCH", CM_ONE, Some("application/merge-patch+json")),
+            "PATCH"
+        );
+        assert_eq!(
+            v("PATCH", CM_ONE, Some("application/apply-patch+yaml")),
+            "APPLY"
+        );
+        assert_eq!(
+            v("PATCH", CM_ONE, Some("application/apply-patch+cbor")),
+            "APPLY"
+        );
+        assert_eq!(
+            v("PATCH", CM_ONE, Some("application/merge-patch+cbor")),
+            "PATCH"
+        );
+        assert_eq!(v("DELETE", CM_ONE, None), "DELETE");
+        assert_eq!(v("DELETE", CM, None), "DELETECOLLECTION");
+        assert_eq!(v("HEAD", CM_ONE, None), "HEAD");
+        assert_eq!(v("OPTIONS", CM_ONE, None), "OPTIONS");
+        assert_eq!(
+            v("GET", "/api/v1/namespaces/ns/pods/p/log", None),
+            "CONNECT"
+        );
+        assert_eq!(v("PROPFIND", CM_ONE, None), "OTHER");
+        assert_eq!(v("GET", "/version", None), "GET");
+        assert_eq!(v("get", CM, None), "LIST");
+    }
+
+    #[test]
+    fn capability_key_is_verb_group_resource() {
+        let p = legacy(
+            "PATCH",
+            "/apis/apps/v1/namespaces/ns/deployments/web/scale",
+            Some("application/cbor"),
+            Some(APPLY_CBOR),
+        );
+        assert_eq!(p.capability_key(), Some(("APPLY", "apps", "deployments")));
+        assert_eq!(
+            get(CM, "application/cbor").capability_key(),
+            Some(("LIST", "", "configmaps"))
+        );
+        assert_eq!(
+            get("/apis/apps/v1", "application/cbor").capability_key(),
+            None
+        );
+    }
+
+    // ---- Modes ----------------------------------------------------------------------------
+
+    #[test]
+    fn native_mode_changes_nothing_but_still_labels() {
+        let native = |method, target, accept, ct| {
+            plan(&head(method, target, accept, ct), UpstreamMode::Native)
+        };
+        let cases = [
+            (
+                "GET",
+                CM_ONE,
+                Some("application/cbor"),
+                None,
+                "GET",
+                Format::Cbor,
+            ),
+            ("GET", CM, Some(TABLE), None, "LIST", Format::Json),
+            (
+                "POST",
+                CM,
+                Some("application/cbor"),
+                Some("application/cbor"),
+                "POST",
+                Format::Cbor,
+            ),
+            (
+                "PATCH",
+                CM_ONE,
+                Some("application/cbor"),
+                Some("application/merge-patch+cbor"),
+                "PATCH",
+                Format::Cbor,
+            ),
+            (
+                "PATCH",
+                CM_ONE,
+                Some("application/cbor"),
+                Some(APPLY_CBOR),
+                "APPLY",
+                Format::Cbor,
+            ),
+            (
+                "GET",
+                "/api/v1",
+                Some("application/cbor"),
+                None,
+                "GET",
+                Format::Cbor,
+            ),
+            (
+                "GET",
+                "/api",
+                Some("application/cbor"),
+                None,
+                "GET",
+                Format::Json,
+            ),
+        ];
+        for (method, target, accept, ct, verb, format) in cases {
+            let p = native(method, target, accept, ct);
+            assert_eq!(
+                (p.verb, p.response_format),
+                (verb, format),
+                "{method} {target}"
+            );
+            assert_eq!(
+                (p.body, p.response, p.error_response),
+                (BodyAction::PassThrough, PASS, PASS)
+            );
+            assert_eq!(
+                (p.upstream_accept.as_deref(), p.reply.as_ref()),
+                (None, None)
+            );
+            assert_eq!(
+                p.request_format,
+                if ct.is_some() {
+                    Format::Cbor
+                } else {
+                    Format::None
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn auto_and_upgrade_modes_plan_like_legacy_for_now() {
+        for (method, target, accept, ct) in [
+            ("GET", CM_ONE, Some("application/cbor"), None),
+            ("POST", CM, Some(TABLE), Some("application/cbor")),
+            ("PATCH", CM_ONE, None, Some("application/json-patch+cbor")),
+            ("GET", "/version", Some("application/cbor"), None),
+        ] {
+            let h = head(method, target, accept, ct);
+            let expected = plan(&h, UpstreamMode::Legacy);
+            assert_eq!(plan(&h, UpstreamMode::Auto), expected);
+            assert_eq!(plan(&h, UpstreamMode::Upgrade), expected);
+        }
+        assert_eq!(UpstreamMode::default(), UpstreamMode::Auto);
+    }
+
+    // ---- The recorded exchanges (../corpus/exchanges), as cborgate must answer them -----
+
+    #[derive(Debug)]
+    enum Want {
+        /// Transcoded to CBOR (watch or not), with this body action.
+        Cbor(bool, BodyAction),
+        /// Passed through in this format, with this body action.
+        Pass(Format, BodyAction),
+        /// Refused locally with this code.
+        Reply(u16),
+    }
+
+    #[test]
+    fn recorded_exchanges() {
+        use Want::*;
+        let none = BodyAction::PassThrough;
+        let apply = BodyAction::CborToJson {
+            upstream_content_type: APPLY_YAML,
+        };
+        let pom = "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        let fallback = "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9";
+        let aggregated = "application/cbor;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let watch = "/api/v1/namespaces/verify/configmaps?watch=true&timeoutSeconds=1";
+        let missing = "/api/v1/namespaces/verify/configmaps/does-not-exist";
+        let posted = "/api/v1/namespaces/verify/configmaps/cm-cbor-post";
+        let cases = [
+            (
+                "b-post-cbor",
+                "POST",
+                CM,
+                Some("application/cbor"),
+                Some("application/cbor"),
+                Cbor(false, TO_JSON),
+            ),
+            (
+                "b-post-cbor-noaccept",
+                "POST",
+                CM,
+                None,
+                Some("application/cbor"),
+                Pass(Format::Json, TO_JSON),
+            ),
+            (
+                "b-get-cbor",
+                "GET",
+                CM_ONE,
+                Some("application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-get-json",
+                "GET",
+                CM_ONE,
+                Some("application/json"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-get-cbor-json-q09",
+                "GET",
+                CM_ONE,
+                Some("application/cbor, application/json;q=0.9"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-get-json-cbor-q09",
+                "GET",
+                CM_ONE,
+                Some("application/json;q=0.9, application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-get-noaccept",
+                "GET",
+                CM_ONE,
+                None,
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-get-star",
+                "GET",
+                CM_ONE,
+                Some("*/*"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-list-cbor",
+                "GET",
+                CM,
+                Some("application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            ("b-table-cbor", "GET", CM, Some(TABLE), None, Reply(406)),
+            (
+                "b-table-cbor-get",
+                "GET",
+                CM_ONE,
+                Some(TABLE),
+                None,
+                Reply(406),
+            ),
+            (
+                "b-pom-cbor",
+                "GET",
+                CM_ONE,
+                Some(pom),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-missing-cbor",
+                "GET",
+                missing,
+                Some("application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-missing-json",
+                "GET",
+                missing,
+                Some("application/json"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-api-cbor",
+                "GET",
+                "/api",
+                Some("application/cbor"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-apis-cbor",
+                "GET",
+                "/apis",
+                Some("application/cbor"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-apiv1-cbor",
+                "GET",
+                "/api/v1",
+                Some("application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-aggdisc-cbor",
+                "GET",
+                "/apis",
+                Some(aggregated),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-aggdisc-json",
+                "GET",
+                "/apis",
+                Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-version-cbor",
+                "GET",
+                "/version",
+                Some("application/cbor"),
+                None,
+                Pass(Format::Other, none),
+            ),
+            (
+                "b-openapiv3-cbor",
+                "GET",
+                "/openapi/v3",
+                Some("application/cbor"),
+                None,
+                Pass(Format::Other, none),
+            ),
+            (
+                "b-apply-cbor",
+                "PATCH",
+                "/api/v1/namespaces/verify/configmaps/cm-cbor-post?fieldManager=verify",
+                Some("application/cbor"),
+                Some(APPLY_CBOR),
+                Cbor(false, apply),
+            ),
+            (
+                "b-mergepatch-cbor",
+                "PATCH",
+                posted,
+                Some("application/cbor"),
+                Some("application/merge-patch+json"),
+                Cbor(false, none),
+            ),
+            (
+                "b-put-cbor",
+                "PUT",
+                posted,
+                Some("application/cbor"),
+                Some("application/cbor"),
+                Cbor(false, TO_JSON),
+            ),
+            (
+                "b-badcbor",
+                "POST",
+                CM,
+                Some("application/cbor"),
+                Some("application/cbor"),
+                Cbor(false, TO_JSON),
+            ),
+            (
+                "b-delete-cbor",
+                "DELETE",
+                posted,
+                Some("application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-apis-apps-v1-cbor",
+                "GET",
+                "/apis/apps/v1",
+                Some("application/cbor"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-apis-apps-cbor",
+                "GET",
+                "/apis/apps",
+                Some("application/cbor"),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-apiv1-cbor-json-q09",
+                "GET",
+                "/api/v1",
+                Some("application/cbor, application/json;q=0.9"),
+                None,
+                Cbor(false, none),
+            ),
+            (
+                "b-table-cbor-json-fb",
+                "GET",
+                CM,
+                Some(fallback),
+                None,
+                Pass(Format::Json, none),
+            ),
+            (
+                "b-yaml",
+                "GET",
+                CM_ONE,
+                Some("application/yaml"),
+                None,
+                Pass(Format::Yaml, none),
+            ),
+            (
+                "b-protobuf",
+                "GET",
+                CM_ONE,
+                Some("application/vnd.kubernetes.protobuf"),
+                None,
+                Pass(Format::Protobuf, none),
+            ),
+            (
+                "b-watch-cbor",
+                "GET",
+                watch,
+                Some("application/cbor"),
+                None,
+                Cbor(true, none),
+            ),
+            (
+                "b-watch-cborseq",
+                "GET",
+                watch,
+                Some("application/cbor-seq"),
+                None,
+                Reply(406),
+            ),
+        ];
+        for (name, method, target, accept, ct, want) in cases {
+            let p = legacy(method, target, accept, ct);
+            match want {
+                Cbor(watch, body) => {
+                    assert_eq!(p.reply, None, "{name}");
+                    assert_eq!(
+                        (p.response, p.body),
+                        (ResponseAction::JsonToCbor { watch }, body),
+                        "{name}"
+                    );
+                    assert!(
+                        p.upstream_accept
+                            .as_deref()
+                            .is_some_and(|a| a.starts_with(JSON)),
+                        "{name}"
+                    );
+                }
+                Pass(format, body) => {
+                    assert_eq!(
+                        (p.reply.as_ref(), p.upstream_accept.as_deref()),
+                        (None, None),
+                        "{name}"
+                    );
+                    assert_eq!(
+                        (p.response, p.response_format, p.body),
+                        (PASS, format, body),
+                        "{name}"
+                    );
+                }
+                Reply(code) => assert_eq!(p.reply.map(|r| r.code), Some(code), "{name}"),
+            }
+        }
+        // b-watch-json
+        assert_passthrough(&get(watch, "application/json"), Format::Json);
+    }
+
+    // ---- Garbage ---------------------------------------------------------------------------
+
+    fn check_invariants(h: &RequestHead<'_>) {
+        for mode in [
+            UpstreamMode::Legacy,
+            UpstreamMode::Native,
+            UpstreamMode::Auto,
+            UpstreamMode::Upgrade,
+        ] {
+            let p = plan(h, mode);
+            assert!(VERBS.contains(&p.verb), "{h:?}");
+            if let Some(reply) = &p.reply {
+                assert!(matches!(reply.code, 406 | 415), "{h:?}");
+                assert!(matches!(reply.format, Format::Json | Format::Cbor));
+                assert_eq!(
+                    (p.body, p.response, p.upstream_accept.as_deref()),
+                    (BodyAction::PassThrough, PASS, None)
+                );
+            }
+            assert_eq!(
+                p.upstream_accept.is_some(),
+                matches!(p.response, ResponseAction::JsonToCbor { .. }),
+                "{h:?}"
+            );
+            if let Some(accept) = &p.upstream_accept {
+                assert!(
+                    accept.starts_with(JSON) && !accept.contains(','),
+                    "{accept:?}"
+                );
+                assert!(
+                    accept
+                        .bytes()
+                        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f)),
+                    "{accept:?}"
+                );
+                assert!(accept.len() <= h.accept.map_or(0, str::len) + JSON.len());
+            }
+            if mode == UpstreamMode::Native {
+                assert_eq!(
+                    (p.reply.as_ref(), p.body, p.response),
+                    (None, BodyAction::PassThrough, PASS)
+                );
+            }
+            if h.upgrade {
+                assert_eq!(
+                    (p.verb, p.reply.as_ref(), p.body, p.response),
+                    ("CONNECT", None, BodyAction::PassThrough, PASS)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_headers_never_panic() {
+        let long_accept = "application/cbor;".repeat(5_000);
+        let many = ",;=/*".repeat(5_000);
+        let nasty = [
+            "",
+            " ",
+            ",",
+            ";",
+            "=",
+            "/",
+            "*",
+            "*/",
+            "/*",
+            ";;;",
+            ",,,",
+            "=;=,=",
+            "a/b;=;==;===",
+            "application/cbor;q=",
+            "application/cbor;q=nan",
+            "application/cbor;q=-inf, */*;q=inf",
+            "application/cbor;as=;g=;v=",
+            "application/cbor;stream=watch;stream=",
+            "\u{0}\u{1}\u{7f}",
+            "appl\u{e9}cation/cbor",
+            "application/cbor;x=\"a,b\"",
+            "\r\napplication/cbor",
+            "application/cbor\tq=1",
+            long_accept.as_str(),
+            many.as_str(),
+        ];
+        let paths = [
+            "",
+            "/",
+            "//",
+            "/api/",
+            "/api/v1/%",
+            "/api/v1/%zz",
+            "/apis/%2F/v1/x",
+            "/api/v1/namespaces//x",
+            "/\u{0}",
+            "*",
+            "/api/v1/watch/",
+        ];
+        for accept in nasty {
+            for path in paths
+                .iter()
+                .chain([CM, CM_ONE, "/api/v1", "/apis/apps/v1"].iter())
+            {
+                for (method, ct) in [
+                    ("GET", None),
+                    ("PATCH", Some(accept)),
+                    ("POST", Some(accept)),
+                    ("\u{0}", Some(";")),
+                ] {
+                    let query = Some(accept);
+                    check_invariants(&RequestHead {
+                        method,
+                        path,
+                        query,
+                        accept: Some(accept),
+                        content_type: ct,
+                        upgrade: false,
+                    });
+                    check_invariants(&RequestHead {
+                        method,
+                        path,
+                        query,
+                        accept: Some(accept),
+                        content_type: ct,
+                        upgrade: true,
+                    });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn random_heads_never_panic() {
+        const ALPHABET: &[u8] = b"application/cborjsyamlvnd.kubernetes.protobuf+-*/;,= q0.1965eE%&?watchpretty\"\t\\api/v1namespaces";
+        let mut state = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..3_000_u64 {
+            let mut field = |len: u64| -> String {
+                let bytes: Vec<u8> = (0..next() % len)
+                    .map(|_| {
+                        let r = next();
+                        if r % 5 == 0 {
+                            (r >> 8) as u8
+                        } else {
+                            ALPHABET[(r >> 8) as usize % ALPHABET.len()]
+                        }
+                    })
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            };
+            let accept = field(120);
+            let path = format!("/{}", field(60));
+            let query = field(40);
+            let content_type = field(40);
+            let method =
+                ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "x"][(round % 7) as usize];
+            check_invariants(&RequestHead {
+                method,
+                path: &path,
+                query: Some(&query),
+                accept: Some(&accept),
+                content_type: Some(&content_type),
+                upgrade: round % 11 == 0,
+            });
+            check_invariants(&RequestHead {
+                method,
+                path: if round % 2 == 0 { CM } else { "/api/v1" },
+                query: None,
+                accept: Some(&accept),
+                content_type: Some(&content_type),
+                upgrade: false,
+            });
+        }
+    }
+}

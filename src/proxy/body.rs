@@ -1,0 +1,158 @@
+//! Body filters: drive the codec chunk by chunk for one request or response,
+//! and account codec time and bytes in the metrics. No decisions here: the
+//! plan says which direction, this only carries it out.
+
+use crate::codec::{
+    CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
+    Transcoder,
+};
+use crate::metrics::metrics;
+use bytes::Bytes;
+use std::time::{Duration, Instant};
+
+/// Which way a body is transcoded; also the metric labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// CBOR request body → JSON for the upstream.
+    Request,
+    /// JSON response body (or watch stream) → CBOR for the client.
+    Response,
+}
+
+impl Direction {
+    fn label(self) -> &'static str {
+        match self {
+            Direction::Request => "request",
+            Direction::Response => "response",
+        }
+    }
+    fn formats(self) -> (&'static str, &'static str) {
+        match self {
+            Direction::Request => ("cbor", "json"),
+            Direction::Response => ("json", "cbor"),
+        }
+    }
+}
+
+/// One body's transcoding state.
+pub struct BodyCodec {
+    direction: Direction,
+    watch: bool,
+    inner: Box<dyn Transcoder>,
+    codec_time: Duration,
+    bytes_in: u64,
+    bytes_out: u64,
+    events_seen: u64,
+}
+
+impl BodyCodec {
+    /// A response body (JSON → CBOR); `watch` for a watch stream.
+    pub fn response(watch: bool, window: usize, strings: StringMode, limits: Limits) -> Self {
+        let t = JsonToCbor::new(JsonToCborOptions {
+            strings,
+            window,
+            watch,
+            // A Go upstream never sends duplicate keys.
+            dedupe_keys: false,
+            limits,
+        });
+        Self::new(Direction::Response, watch, Box::new(t))
+    }
+
+    /// A request body (CBOR → JSON); `declared_len` from Content-Length.
+    pub fn request(declared_len: Option<u64>, limits: Limits) -> Self {
+        let t = CborToJson::new(CborToJsonOptions {
+            sequence: false,
+            dedupe_keys: true,
+            input_len: declared_len,
+            limits,
+        });
+        Self::new(Direction::Request, false, Box::new(t))
+    }
+
+    fn new(direction: Direction, watch: bool, inner: Box<dyn Transcoder>) -> Self {
+        BodyCodec {
+            direction,
+            watch,
+            inner,
+            codec_time: Duration::ZERO,
+            bytes_in: 0,
+            bytes_out: 0,
+            events_seen: 0,
+        }
+    }
+
+    pub fn bytes_in(&self) -> u64 {
+        self.bytes_in
+    }
+
+    /// Time spent in the codec so far.
+    pub fn codec_time(&self) -> Duration {
+        self.codec_time
+    }
+
+    /// Transcode one chunk (and, at the end, finish). Returns what to send on.
+    pub fn chunk(&mut self, data: Option<&Bytes>, end: bool) -> Result<Bytes, CodecError> {
+        let started = Instant::now();
+        let mut out = Vec::new();
+        let mut r = Ok(());
+        if let Some(d) = data {
+            self.bytes_in += d.len() as u64;
+            out.reserve(d.len() + d.len() / 2);
+            r = self.inner.feed(d, &mut out);
+        }
+        if r.is_ok() && end {
+            r = self.inner.finish(&mut out);
+        }
+        let spent = started.elapsed();
+        self.codec_time += spent;
+        self.bytes_out += out.len() as u64;
+        let m = metrics();
+        let (from, to) = self.direction.formats();
+        if let Err(e) = r {
+            m.transcode_errors_total
+                .with_label_values(&[self.direction.label(), e.reason.as_str()])
+                .inc();
+            return Err(e);
+        }
+        if self.watch {
+            let docs = self.inner.documents();
+            let new = docs - self.events_seen;
+            if new > 0 {
+                self.events_seen = docs;
+                m.watch_events_total
+                    .with_label_values(&["cbor"])
+                    .inc_by(new);
+                let h =
+                    m.codec_duration_seconds
+                        .with_label_values(&[self.direction.label(), from, to]);
+                let per = spent.as_secs_f64() / new as f64;
+                for _ in 0..new.min(64) {
+                    h.observe(per);
+                }
+            }
+        }
+        if end {
+            self.account();
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// Record bytes (and, for single bodies, the codec time) once.
+    fn account(&mut self) {
+        let m = metrics();
+        let (from, to) = self.direction.formats();
+        let dir = self.direction.label();
+        m.codec_bytes_total
+            .with_label_values(&[dir, from])
+            .inc_by(self.bytes_in);
+        m.codec_bytes_total
+            .with_label_values(&[dir, to])
+            .inc_by(self.bytes_out);
+        if !self.watch {
+            m.codec_duration_seconds
+                .with_label_values(&[dir, from, to])
+                .observe(self.codec_time.as_secs_f64());
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! The pingora glue: a [`ProxyHttp`] that carries out the [`Plan`] that
+//! `negotiate` made from the request head. It rewrites heads, runs bodies
+//! through [`body::BodyCodec`], answers local errors as Kubernetes `Status`
+//! objects, and records metrics and one log line per request. It makes no
+//! decisions of its own beyond mapping transport failures to Status codes.
+
+pub mod body;
+pub mod upstream;
+
+use crate::config::Config;
+use crate::metrics::metrics;
+use crate::negotiate::{
+    plan, BodyAction, Format, LocalReply, Plan, RequestHead, ResponseAction, UpstreamMode,
+};
+use crate::status::{Status, StatusFormat};
+use async_trait::async_trait;
+use body::BodyCodec;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::prelude::*;
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::{Error, ErrorType};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use upstream::Upstream;
+
+/// The proxy.
+pub struct Gate {
+    config: Arc<Config>,
+    upstream: Upstream,
+    mode: UpstreamMode,
+}
+
+/// Per-request state: decided once in `request_filter`, then only read.
+pub struct RequestCtx {
+    started: Instant,
+    plan: Option<Plan>,
+    request_codec: Option<BodyCodec>,
+    request_json: Vec<u8>,
+    response_codec: Option<BodyCodec>,
+    /// The response actually sent to the client is CBOR.
+    transcoding_response: bool,
+    /// An error cborgate answers itself once the request has failed.
+    local_error: Option<(Status, StatusFormat)>,
+    upstream_started: Option<Instant>,
+    upstream_time: Option<Duration>,
+    watch_counted: bool,
+    status: u16,
+}
+
+impl Gate {
+    pub fn new(config: Arc<Config>) -> Result<Self, crate::config::ConfigError> {
+        let upstream = Upstream::new(&config)?;
+        let mode = match config.upstream.mode {
+            crate::config::Mode::Auto => UpstreamMode::Auto,
+            crate::config::Mode::Legacy => UpstreamMode::Legacy,
+            crate::config::Mode::Native => UpstreamMode::Native,
+            crate::config::Mode::Upgrade => UpstreamMode::Upgrade,
+        };
+        Ok(Gate {
+            config,
+            upstream,
+            mode,
+        })
+    }
+
+    /// What `/readyz` reads.
+    pub fn readiness(&self) -> Arc<upstream::Readiness> {
+        self.upstream.readiness.clone()
+    }
+
+    /// The format of a Status cborgate writes: what a CBOR-enabled server
+    /// would have written its error in for this request's Accept.
+    fn status_format(plan: Option<&Plan>) -> StatusFormat {
+        match plan {
+            Some(p) if p.error_format == Format::Cbor => StatusFormat::Cbor,
+            _ => StatusFormat::Json,
+        }
+    }
+}
+
+/// Join every value of a header with ", " (RFC 9110 list semantics).
+fn header_list(req: &RequestHeader, name: &str) -> Option<String> {
+    let mut out: Option<String> = None;
+    for v in req.headers.get_all(name) {
+        let s = String::from_utf8_lossy(v.as_bytes());
+        match &mut out {
+            Some(o) => {
+                o.push_str(", ");
+                o.push_str(&s);
+            }
+            None => out = Some(s.into_owned()),
+        }
+    }
+    out
+}
+
+/// Write a complete local response (a Status) to the client.
+async fn write_status(
+    session: &mut Session,
+    status: &Status,
+    format: StatusFormat,
+    retry_after: bool,
+) -> Result<()> {
+    let (body, content_type) = status.render(format);
+    let mut resp = ResponseHeader::build(status.code, Some(4))?;
+    resp.insert_header("Content-Type", content_type)?;
+    resp.insert_header("Cache-Control", "no-cache, private")?;
+    resp.insert_header("Content-Length", body.len().to_string())?;
+    if retry_after {
+        resp.insert_header("Retry-After", "1")?;
+    }
+    session.write_response_header(Box::new(resp), false).await?;
+    session
+        .write_response_body(Some(Bytes::from(body)), true)
+        .await?;
+    Ok(())
+}
+
+fn reply_status(r: &LocalReply) -> (Status, StatusFormat) {
+    let format = if r.format == Format::Cbor {
+        StatusFormat::Cbor
+    } else if r.pretty {
+        StatusFormat::JsonPretty
+    } else {
+        StatusFormat::Json
+    };
+    let mut status = Status::new(r.code, r.reason, r.message.clone());
+    status.empty_details = r.empty_details;
+    (status, format)
+}
+
+/// True for media types whose body is JSON text.
+fn is_json_content_type(ct: &str) -> bool {
+    let mt = ct.split(';').next().unwrap_or("").trim();
+    mt.eq_ignore_ascii_case("application/json")
+}
+
+#[async_trait]
+impl ProxyHttp for Gate {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx {
+            started: Instant::now(),
+            plan: None,
+            request_codec: None,
+            request_json: Vec::new(),
+            response_codec: None,
+            transcoding_response: false,
+            local_error: None,
+            upstream_started: None,
+            upstream_time: None,
+            watch_counted: false,
+            status: 0,
+        }
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        let upgrade = session.is_upgrade_req();
+        let req = session.req_header();
+        let accept = header_list(req, "accept");
+        let content_type = header_list(req, "content-type");
+        let method = req.method.as_str().to_string();
+        let path = req.uri.path().to_string();
+        let query = req.uri.query().map(str::to_string);
+        let declared_len = req
+            .headers
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let head = RequestHead {
+            method: &method,
+            path: &path,
+            query: query.as_deref(),
+            accept: accept.as_deref(),
+            content_type: content_type.as_deref(),
+            upgrade,
+        };
+        let p = plan(&head, self.mode);
+        if let Some(reply) = &p.reply {
+            let (status, format) = reply_status(reply);
+            let m = metrics();
+            match status.code {
+                415 => m
+                    .unsupported_media_type_total
+                    .with_label_values(&["proxy"])
+                    .inc(),
+                406 => m.not_acceptable_total.with_label_values(&["proxy"]).inc(),
+                _ => {}
+            }
+            ctx.status = status.code;
+            ctx.plan = Some(p);
+            write_status(session, &status, format, false).await?;
+            return Ok(true);
+        }
+        if let BodyAction::CborToJson { .. } = p.body {
+            let limit = self.config.codec.max_request_body_bytes as u64;
+            if declared_len.is_some_and(|n| n > limit) {
+                let status = Status::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("the request body is larger than the limit of {limit} bytes"),
+                );
+                let format = Self::status_format(Some(&p));
+                ctx.status = 413;
+                ctx.plan = Some(p);
+                write_status(session, &status, format, false).await?;
+                return Ok(true);
+            }
+            ctx.request_codec = Some(BodyCodec::request(declared_len, self.config.codec_limits()));
+        }
+        ctx.plan = Some(p);
+        Ok(false)
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let long_running = ctx.plan.as_ref().is_some_and(|p| p.long_running);
+        ctx.upstream_started = Some(Instant::now());
+        Ok(self.upstream.peer(long_running))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(p) = ctx.plan.as_ref() else {
+            return Ok(());
+        };
+        if let Some(accept) = &p.upstream_accept {
+            upstream_request.insert_header("Accept", accept.as_str())?;
+        }
+        if p.response != ResponseAction::PassThrough
+            || p.error_response != ResponseAction::PassThrough
+        {
+            // The body must arrive as identity-coded JSON to be transcoded.
+            upstream_request.remove_header("Accept-Encoding");
+        }
+        if let BodyAction::CborToJson {
+            upstream_content_type,
+        } = p.body
+        {
+            upstream_request.insert_header("Content-Type", upstream_content_type)?;
+            upstream_request.remove_header("Content-Length");
+            upstream_request.insert_header("Transfer-Encoding", "chunked")?;
+        }
+        self.upstream.rewrite_host(upstream_request)?;
+        Ok(())
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(codec) = ctx.request_codec.as_mut() else {
+            return Ok(());
+        };
+        let limit = self.config.codec.max_request_body_bytes as u64;
+        let incoming = body.as_ref().map_or(0, |b| b.len() as u64);
+        if codec.bytes_in() + incoming > limit {
+            ctx.local_error = Some((
+                Status::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("the request body is larger than the limit of {limit} bytes"),
+                ),
+                Self::status_format(ctx.plan.as_ref()),
+            ));
+            return Err(Error::new(ErrorType::HTTPStatus(413)));
+        }
+        match codec.chunk(body.as_ref(), end_of_stream) {
+            Ok(json) => {
+                // Hold the JSON back until the whole body is known to be
+                // good: a bad body never reaches the upstream as a request.
+                ctx.request_json.extend_from_slice(&json);
+                *body = if end_of_stream {
+                    Some(Bytes::from(std::mem::take(&mut ctx.request_json)))
+                } else {
+                    Some(Bytes::new())
+                };
+                Ok(())
+            }
+            Err(e) => {
+                ctx.local_error = Some((
+                    Status::new(
+                        400,
+                        "BadRequest",
+                        format!("the request body is not valid CBOR: {e}"),
+                    ),
+                    Self::status_format(ctx.plan.as_ref()),
+                ));
+                Err(Error::new(ErrorType::HTTPStatus(400)))
+            }
+        }
+    }
+
+    async fn response_filter(
+        &self,
+        session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        ctx.status = resp.status.as_u16();
+        if let Some(t) = ctx.upstream_started {
+            ctx.upstream_time.get_or_insert(t.elapsed());
+        }
+        self.upstream.saw_response();
+        let m = metrics();
+        match ctx.status {
+            415 => m
+                .unsupported_media_type_total
+                .with_label_values(&["upstream"])
+                .inc(),
+            406 => m
+                .not_acceptable_total
+                .with_label_values(&["upstream"])
+                .inc(),
+            _ => {}
+        }
+        let Some(p) = ctx.plan.as_ref() else {
+            return Ok(());
+        };
+        let ResponseAction::JsonToCbor { watch } = p.response_for_status(ctx.status) else {
+            return Ok(());
+        };
+        let content_type = resp
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let encoded = resp
+            .headers
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !v.eq_ignore_ascii_case("identity"));
+        if !is_json_content_type(content_type) || encoded || resp.status.as_u16() == 101 {
+            // Not JSON we can read: pass it through as the upstream sent it.
+            return Ok(());
+        }
+        let action = ResponseAction::JsonToCbor { watch };
+        resp.insert_header(
+            "Content-Type",
+            action.content_type().unwrap_or("application/cbor"),
+        )?;
+        for h in [
+            "Content-Length",
+            "ETag",
+            "Content-MD5",
+            "Digest",
+            "Accept-Ranges",
+            "Content-Encoding",
+        ] {
+            resp.remove_header(h);
+        }
+        if !session.is_http2() && session.req_header().version == http::Version::HTTP_11 {
+            resp.insert_header("Transfer-Encoding", "chunked")?;
+        }
+        ctx.response_codec = Some(BodyCodec::response(
+            watch,
+            self.config.codec.window_bytes,
+            self.config.string_mode(),
+            self.config.codec_limits(),
+        ));
+        ctx.transcoding_response = true;
+        if watch {
+            m.watch_streams_active.inc();
+            ctx.watch_counted = true;
+        }
+        Ok(())
+    }
+
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        let Some(codec) = ctx.response_codec.as_mut() else {
+            return Ok(None);
+        };
+        match codec.chunk(body.as_ref(), end_of_stream) {
+            Ok(out) => {
+                *body = Some(out);
+                Ok(None)
+            }
+            Err(e) => {
+                // The head is already on its way: end the response abnormally
+                // so the client cannot mistake a truncated body for a whole one.
+                tracing::warn!(error = %e, "upstream body could not be transcoded");
+                *body = None;
+                Err(Error::explain(
+                    ErrorType::HTTPStatus(502),
+                    format!("upstream body could not be transcoded: {e}"),
+                ))
+            }
+        }
+    }
+
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
+        // Bad request bodies are the client's problem, answered with a Status.
+        matches!(e.etype(), ErrorType::HTTPStatus(400 | 413))
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        _ctx: &mut RequestCtx,
+        e: Box<Error>,
+    ) -> Box<Error> {
+        self.upstream.saw_failure();
+        e
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let format = Self::status_format(ctx.plan.as_ref());
+        let (status, retry_after) = if let Some((s, f)) = ctx.local_error.take() {
+            (Some((s, f)), false)
+        } else {
+            use ErrorType::*;
+            match e.etype() {
+                ConnectTimedout | ConnectRefused | ConnectNoRoute | ConnectError
+                | TLSHandshakeFailure | TLSHandshakeTimedout | ConnectProxyFailure | BindError => (
+                    Some((
+                        Status::new(
+                            503,
+                            "ServiceUnavailable",
+                            format!(
+                                "the upstream apiserver is unavailable: {}",
+                                e.etype().as_str()
+                            ),
+                        ),
+                        format,
+                    )),
+                    true,
+                ),
+                ReadTimedout if ctx.status == 0 => (
+                    Some((
+                        Status::new(
+                            504,
+                            "Timeout",
+                            "the upstream apiserver did not send response headers in time",
+                        ),
+                        format,
+                    )),
+                    false,
+                ),
+                _ if e.esource() == &pingora::ErrorSource::Upstream && ctx.status == 0 => (
+                    Some((
+                        Status::new(
+                            503,
+                            "ServiceUnavailable",
+                            "the upstream apiserver closed the connection before answering",
+                        ),
+                        format,
+                    )),
+                    true,
+                ),
+                _ => (None, false),
+            }
+        };
+        let mut code = 0;
+        if let Some((s, f)) = status {
+            if session.response_written().is_none() {
+                code = s.code;
+                if let Err(we) = write_status(session, &s, f, retry_after).await {
+                    tracing::debug!(error = %we, "could not write the error response");
+                }
+            }
+        }
+        if code != 0 {
+            ctx.status = code;
+        }
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        let m = metrics();
+        if ctx.watch_counted {
+            m.watch_streams_active.dec();
+            ctx.watch_counted = false;
+        }
+        let code = match (ctx.status, session.response_written()) {
+            (0, Some(r)) => r.status.as_u16(),
+            (c, _) => c,
+        };
+        let (verb, req_fmt, resp_fmt) = match ctx.plan.as_ref() {
+            Some(p) => (
+                p.verb,
+                p.request_format.as_str(),
+                if ctx.transcoding_response || p.reply.is_some() {
+                    p.response_format.as_str()
+                } else if p.response_format == Format::Cbor {
+                    // CBOR was chosen but the upstream answered otherwise.
+                    "other"
+                } else {
+                    p.response_format.as_str()
+                },
+            ),
+            None => ("OTHER", "none", "none"),
+        };
+        let code_label = if code == 0 {
+            "0".to_string()
+        } else {
+            code.to_string()
+        };
+        m.requests_total
+            .with_label_values(&[verb, &code_label, req_fmt, resp_fmt])
+            .inc();
+        let elapsed = ctx.started.elapsed();
+        m.request_duration_seconds
+            .with_label_values(&[verb, resp_fmt])
+            .observe(elapsed.as_secs_f64());
+        let codec_ms = ctx
+            .response_codec
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.codec_time())
+            + ctx
+                .request_codec
+                .as_ref()
+                .map_or(Duration::ZERO, |c| c.codec_time());
+        let req = session.req_header();
+        tracing::info!(
+            method = %req.method,
+            path = %req.uri.path(),
+            status = code,
+            verb,
+            request_format = req_fmt,
+            response_format = resp_fmt,
+            upstream_ms = ctx.upstream_time.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            codec_ms = codec_ms.as_secs_f64() * 1000.0,
+            total_ms = elapsed.as_secs_f64() * 1000.0,
+            error = e.map(|e| e.etype().as_str()).unwrap_or(""),
+            "request"
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! The upstream apiserver: how to reach it (peer, TLS, timeouts) and what is
+//! known about whether it answers (for `/readyz`).
+
+use crate::config::{Config, ConfigError, UpstreamUrl};
+use pingora::http::RequestHeader;
+use pingora::prelude::HttpPeer;
+use pingora::Result;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Whether the upstream has been seen answering.
+#[derive(Debug, Default)]
+pub struct Readiness(AtomicU8);
+
+const ANSWERING: u8 = 1;
+const UNREACHABLE: u8 = 2;
+
+impl Readiness {
+    pub fn answered(&self) {
+        self.0.store(ANSWERING, Ordering::Relaxed);
+    }
+    pub fn failed(&self) {
+        self.0.store(UNREACHABLE, Ordering::Relaxed);
+    }
+    /// `Some(true)`: answered last time; `Some(false)`: unreachable; `None`: unknown.
+    pub fn state(&self) -> Option<bool> {
+        match self.0.load(Ordering::Relaxed) {
+            ANSWERING => Some(true),
+            UNREACHABLE => Some(false),
+            _ => None,
+        }
+    }
+}
+
+pub struct Upstream {
+    pub url: UpstreamUrl,
+    connect_timeout: Duration,
+    header_timeout: Duration,
+    insecure: bool,
+    pub readiness: Arc<Readiness>,
+}
+
+impl Upstream {
+    pub fn new(config: &Config) -> Result<Self, ConfigError> {
+        Ok(Upstream {
+            url: UpstreamUrl::parse(&config.upstream.url)?,
+            connect_timeout: Duration::from_millis(config.upstream.connect_timeout_ms),
+            header_timeout: Duration::from_secs(config.upstream.response_header_timeout_seconds),
+            insecure: config.upstream.insecure_skip_verify,
+            readiness: Arc::new(Readiness::default()),
+        })
+    }
+
+    /// A peer for one request. Long-running requests (watches, upgrades,
+    /// followed logs) get no read timeout at all.
+    pub fn peer(&self, long_running: bool) -> Box<HttpPeer> {
+        let mut peer = HttpPeer::new(
+            (self.url.host.as_str(), self.url.port),
+            self.url.tls,
+            self.url.host.clone(),
+        );
+        peer.options.connection_timeout = Some(self.connect_timeout);
+        peer.options.read_timeout = if long_running {
+            None
+        } else {
+            Some(self.header_timeout)
+        };
+        if self.insecure {
+            peer.options.verify_cert = false;
+            peer.options.verify_hostname = false;
+        }
+        Box::new(peer)
+    }
+
+    /// Keep the client's Host unless it is missing (HTTP/2 uses :authority).
+    pub fn rewrite_host(&self, req: &mut RequestHeader) -> Result<()> {
+        if req.headers.get("host").is_none() {
+            let host = if self.url.host.contains(':') {
+                format!("[{}]:{}", self.url.host, self.url.port)
+            } else {
+                format!("{}:{}", self.url.host, self.url.port)
+            };
+            req.insert_header("Host", host)?;
+        }
+        Ok(())
+    }
+
+    pub fn saw_response(&self) {
+        self.readiness.answered();
+    }
+
+    pub fn saw_failure(&self) {
+        self.readiness.failed();
+    }
+}

@@ -1,0 +1,853 @@
+//! End to end, `legacy` mode: the stand-in JSON-only apiserver behind the real
+//! `cborgate` binary, driven by a strict HTTP/1.1 client. Each test asserts
+//! both what the client got and what the upstream received. One test (or
+//! group) per row of WIRE.md §1 and §4.
+
+mod support;
+
+use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use serde_json::{json, Value};
+use support::harness::Harness;
+use support::http::{once, Conn, Resp};
+
+const CBOR: &str = "application/cbor";
+
+fn cbor(v: &Value) -> Vec<u8> {
+    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
+}
+
+/// Decode a CBOR body (or fail the test with its bytes).
+fn decode(r: &Resp) -> Value {
+    assert_eq!(
+        &r.body[..3],
+        &[0xd9, 0xd9, 0xf7],
+        "self-described CBOR, got {:?}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let json = cbor_to_json(&r.body, CborToJsonOptions::default()).expect("valid CBOR");
+    serde_json::from_slice(&json).unwrap()
+}
+
+fn decode_seq(bytes: &[u8]) -> Vec<Value> {
+    let json = cbor_to_json(
+        bytes,
+        CborToJsonOptions {
+            sequence: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    json.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect()
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v", "n": "1"}})
+}
+
+const CMS: &str = "/api/v1/namespaces/demo/configmaps";
+
+#[test]
+fn row_post_cbor_body_goes_upstream_as_json() {
+    let h = Harness::start("legacy", &[]);
+    let body = cbor(&cm("posted"));
+    let r = once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[("Content-Type", "application/cbor"), ("Accept", CBOR)],
+        Some(&body),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.content_type(), CBOR);
+    assert!(r.chunked, "transcoded responses are chunked on HTTP/1.1");
+    assert!(r.header("content-length").is_none());
+    let v = decode(&r);
+    assert_eq!(v["metadata"]["name"], "posted");
+    assert_eq!(v["data"]["k"], "v");
+    let up = h.standin().requests();
+    let last = up.last().unwrap();
+    assert_eq!(last.method, "POST");
+    assert_eq!(last.header("content-type"), Some("application/json"));
+    assert_eq!(last.header("accept"), Some("application/json"));
+    let sent: Value = serde_json::from_slice(&last.body).unwrap();
+    assert_eq!(sent, cm("posted"));
+}
+
+#[test]
+fn row_put_and_delete_with_cbor_bodies() {
+    let h = Harness::start("legacy", &[]);
+    let r = once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[("Content-Type", "application/cbor"), ("Accept", CBOR)],
+        Some(&cbor(&cm("upd"))),
+    );
+    assert_eq!(r.status, 201);
+    let mut obj = decode(&r);
+    obj["data"]["k"] = json!("changed");
+    let r = once(
+        h.proxy,
+        "PUT",
+        &format!("{CMS}/upd"),
+        &[
+            ("Content-Type", "application/cbor; charset=ignored"),
+            ("Accept", CBOR),
+        ],
+        Some(&cbor(&obj)),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(decode(&r)["data"]["k"], "changed");
+    let put = h.standin().requests().last().unwrap().clone();
+    assert_eq!(put.header("content-type"), Some("application/json"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&put.body).unwrap()["data"]["k"],
+        "changed"
+    );
+    // DELETE with DeleteOptions in CBOR.
+    let opts =
+        json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"});
+    let r = once(
+        h.proxy,
+        "DELETE",
+        &format!("{CMS}/upd"),
+        &[("Content-Type", CBOR), ("Accept", CBOR)],
+        Some(&cbor(&opts)),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let del = h.standin().requests().last().unwrap().clone();
+    assert_eq!(del.method, "DELETE");
+    assert_eq!(serde_json::from_slice::<Value>(&del.body).unwrap(), opts);
+    assert_eq!(decode(&r)["status"], "Success");
+    // Gone upstream.
+    let r = once(h.upstream, "GET", &format!("{CMS}/upd"), &[], None);
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn row_apply_patch_cbor_with_and_without_the_tag() {
+    let h = Harness::start("legacy", &[]);
+    for (name, tagged) in [("applied-tagged", true), ("applied-bare", false)] {
+        let mut body = cbor(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}}),
+        );
+        if !tagged {
+            body.drain(..3); // client-go sends apply bodies without 55799
+        }
+        let r = once(
+            h.proxy,
+            "PATCH",
+            &format!("{CMS}/{name}?fieldManager=test"),
+            &[
+                ("Content-Type", "application/apply-patch+cbor"),
+                ("Accept", CBOR),
+            ],
+            Some(&body),
+        );
+        assert!(
+            r.status == 200 || r.status == 201,
+            "{}: {} {}",
+            name,
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+        assert_eq!(decode(&r)["data"]["a"], "1");
+        let up = h.standin().requests().last().unwrap().clone();
+        assert_eq!(
+            up.header("content-type"),
+            Some("application/apply-patch+yaml")
+        );
+        let sent: Value = serde_json::from_slice(&up.body).expect("JSON text (valid YAML)");
+        assert_eq!(sent["metadata"]["name"], name);
+    }
+}
+
+#[test]
+fn row_other_cbor_patch_types_get_415_from_cborgate() {
+    let h = Harness::start("legacy", &[]);
+    let body = cbor(&json!({"data": {"x": "y"}}));
+    let before = h.metric(
+        "cborgate_unsupported_media_type_total",
+        &[("origin", "proxy")],
+    );
+    h.standin().clear_requests();
+    for ct in [
+        "application/strategic-merge-patch+cbor",
+        "application/merge-patch+cbor",
+        "application/json-patch+cbor",
+        "application/cbor",
+    ] {
+        let r = once(
+            h.proxy,
+            "PATCH",
+            &format!("{CMS}/demo-config"),
+            &[("Content-Type", ct), ("Accept", "application/json")],
+            Some(&body),
+        );
+        assert_eq!(r.status, 415, "{ct}");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["reason"], "UnsupportedMediaType");
+        assert_eq!(v["code"], 415);
+    }
+    // A CBOR client gets the Status in CBOR.
+    let r = once(
+        h.proxy,
+        "PATCH",
+        &format!("{CMS}/demo-config"),
+        &[
+            ("Content-Type", "application/merge-patch+cbor"),
+            ("Accept", CBOR),
+        ],
+        Some(&body),
+    );
+    assert_eq!(r.status, 415);
+    assert_eq!(decode(&r)["reason"], "UnsupportedMediaType");
+    assert!(
+        h.standin().requests().is_empty(),
+        "the upstream must not see these"
+    );
+    let after = h.metric(
+        "cborgate_unsupported_media_type_total",
+        &[("origin", "proxy")],
+    );
+    assert_eq!(after - before, 5.0);
+}
+
+#[test]
+fn row_json_patch_types_and_other_bodies_pass_through_byte_for_byte() {
+    let h = Harness::start("legacy", &[]);
+    for (ct, body) in [
+        (
+            "application/merge-patch+json",
+            br#"{"data":{"m":"1"}}"#.to_vec(),
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            br#"{"data":{"s":"2"}}"#.to_vec(),
+        ),
+        (
+            "application/json-patch+json",
+            br#"[{"op":"add","path":"/data/j","value":"3"}]"#.to_vec(),
+        ),
+    ] {
+        let r = once(
+            h.proxy,
+            "PATCH",
+            &format!("{CMS}/demo-config"),
+            &[("Content-Type", ct), ("Accept", "application/json")],
+            Some(&body),
+        );
+        assert_eq!(r.status, 200, "{ct}: {}", String::from_utf8_lossy(&r.body));
+        let up = h.standin().requests().last().unwrap().clone();
+        assert_eq!(up.header("content-type"), Some(ct));
+        assert_eq!(up.body, body);
+        assert_eq!(r.content_type(), "application/json");
+    }
+    // merge-patch+json with a CBOR response.
+    let r = once(
+        h.proxy,
+        "PATCH",
+        &format!("{CMS}/demo-config"),
+        &[
+            ("Content-Type", "application/merge-patch+json"),
+            ("Accept", CBOR),
+        ],
+        Some(br#"{"data":{"z":"9"}}"#),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(decode(&r)["data"]["z"], "9");
+}
+
+#[test]
+fn row_accept_cbor_rewrites_upstream_accept_and_transcodes() {
+    let h = Harness::start("legacy", &[]);
+    for accept in [
+        "application/cbor",
+        "application/json;q=0.9,application/cbor;q=1",
+        "application/cbor, */*",
+        "application/cbor, application/json;q=0.9",
+    ] {
+        let r = once(
+            h.proxy,
+            "GET",
+            &format!("{CMS}/demo-config"),
+            &[("Accept", accept)],
+            None,
+        );
+        assert_eq!(r.status, 200, "{accept}");
+        assert_eq!(r.content_type(), CBOR, "{accept}: no parameters");
+        let direct = once(
+            h.upstream,
+            "GET",
+            &format!("{CMS}/demo-config"),
+            &[("Accept", "application/json")],
+            None,
+        );
+        assert_eq!(
+            decode(&r),
+            serde_json::from_slice::<Value>(&direct.body).unwrap()
+        );
+        let up = h.standin().requests();
+        let up = &up[up.len() - 2];
+        assert_eq!(up.header("accept"), Some("application/json"), "{accept}");
+    }
+    // Byte strings, as the real server writes them.
+    let r = once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}/demo-config"),
+        &[("Accept", CBOR)],
+        None,
+    );
+    assert_eq!(r.body[3] >> 5, 5, "a map");
+    assert_eq!(r.body[4] >> 5, 2, "keys are byte strings");
+}
+
+#[test]
+fn row_json_yaml_protobuf_and_wildcards_pass_through() {
+    let h = Harness::start("legacy", &[]);
+    for accept in [
+        "application/json",
+        "*/*",
+        "application/yaml",
+        "application/vnd.kubernetes.protobuf",
+        "application/json;q=1,application/cbor;q=0.5",
+    ] {
+        let r = once(
+            h.proxy,
+            "GET",
+            &format!("{CMS}/demo-config"),
+            &[("Accept", accept)],
+            None,
+        );
+        assert_eq!(r.status, 200);
+        assert_ne!(r.content_type(), CBOR, "{accept}");
+        let up = h.standin().requests().last().unwrap().clone();
+        assert_eq!(
+            up.header("accept"),
+            Some(accept),
+            "upstream Accept untouched"
+        );
+    }
+    let r = once(h.proxy, "GET", &format!("{CMS}/demo-config"), &[], None);
+    assert_eq!(r.content_type(), "application/json");
+    assert_eq!(
+        h.standin().requests().last().unwrap().header("accept"),
+        None
+    );
+}
+
+#[test]
+fn row_watch_becomes_a_cbor_sequence() {
+    let h = Harness::start("legacy", &[]);
+    for path in [
+        format!("{CMS}?watch=1&timeoutSeconds=1"),
+        format!("{CMS}?watch=true&timeoutSeconds=1"),
+        "/api/v1/watch/namespaces/demo/configmaps?timeoutSeconds=1".to_string(),
+    ] {
+        let r = once(h.proxy, "GET", &path, &[("Accept", CBOR)], None);
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.content_type(), "application/cbor-seq", "{path}");
+        let events = decode_seq(&r.body);
+        assert!(events.len() >= 2, "{path}: {events:?}");
+        for e in &events {
+            assert_eq!(e["type"], "ADDED");
+            assert_eq!(e["object"]["kind"], "ConfigMap");
+        }
+        // Tag 55799 twice per event.
+        let mut at = 0;
+        let mut n = 0;
+        while at + 3 <= r.body.len() {
+            if r.body[at..at + 3] == [0xd9, 0xd9, 0xf7] {
+                n += 1;
+            }
+            at += 1;
+        }
+        assert!(n >= events.len() * 2);
+    }
+}
+
+#[test]
+fn row_table_is_refused_in_cbor_and_falls_back_to_json() {
+    let h = Harness::start("legacy", &[]);
+    h.standin().clear_requests();
+    let r = once(
+        h.proxy,
+        "GET",
+        CMS,
+        &[("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1")],
+        None,
+    );
+    assert_eq!(r.status, 406);
+    let recorded =
+        std::fs::read(support::shared().join("corpus/exchanges/b-table-cbor.body")).unwrap();
+    assert_eq!(r.body, recorded, "the CBOR-enabled apiserver's exact 406");
+    assert!(h.standin().requests().is_empty());
+    let r = once(h.proxy, "GET", CMS, &[("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9")], None);
+    assert_eq!(r.status, 200);
+    assert!(r.content_type().starts_with("application/json"));
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["kind"], "Table");
+    // cbor-seq is not a type a real server offers either.
+    let r = once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}?watch=1"),
+        &[("Accept", "application/cbor-seq")],
+        None,
+    );
+    assert_eq!(r.status, 406);
+    assert!(h.metric("cborgate_not_acceptable_total", &[("origin", "proxy")]) >= 2.0);
+}
+
+#[test]
+fn row_partial_object_metadata_in_cbor() {
+    let h = Harness::start("legacy", &[]);
+    let r = once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}/demo-config"),
+        &[(
+            "Accept",
+            "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.content_type(), CBOR);
+    let v = decode(&r);
+    assert_eq!(v["kind"], "PartialObjectMetadata");
+    let up = h.standin().requests().last().unwrap().clone();
+    assert_eq!(
+        up.header("accept"),
+        Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+    );
+    let r = once(
+        h.proxy,
+        "GET",
+        CMS,
+        &[(
+            "Accept",
+            "application/cbor;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(decode(&r)["kind"], "PartialObjectMetadataList");
+}
+
+#[test]
+fn row_discovery() {
+    let h = Harness::start("legacy", &[]);
+    // Group-version resource lists are served in CBOR.
+    for path in ["/api/v1", "/apis/corpus.example.com/v1"] {
+        let r = once(h.proxy, "GET", path, &[("Accept", CBOR)], None);
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(decode(&r)["kind"], "APIResourceList", "{path}");
+    }
+    // The rest has no CBOR in 1.36: the upstream's own 406 passes through.
+    for path in ["/api", "/apis", "/version", "/apis/corpus.example.com"] {
+        let direct = once(h.upstream, "GET", path, &[("Accept", CBOR)], None);
+        let r = once(h.proxy, "GET", path, &[("Accept", CBOR)], None);
+        assert_eq!(r.status, 406, "{path}");
+        assert_eq!(r.body, direct.body, "{path}");
+        let r = once(
+            h.proxy,
+            "GET",
+            path,
+            &[("Accept", "application/json")],
+            None,
+        );
+        assert_eq!(r.status, 200, "{path}");
+    }
+    assert!(h.metric("cborgate_not_acceptable_total", &[("origin", "upstream")]) >= 4.0);
+}
+
+#[test]
+fn upstream_error_status_bodies_are_transcoded() {
+    let h = Harness::start("legacy", &[]);
+    let r = once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}/does-not-exist"),
+        &[("Accept", CBOR)],
+        None,
+    );
+    assert_eq!(r.status, 404);
+    let v = decode(&r);
+    assert_eq!(v["reason"], "NotFound");
+    assert_eq!(v["code"], 404);
+    let body = cbor(&cm("dup"));
+    assert_eq!(
+        once(
+            h.proxy,
+            "POST",
+            CMS,
+            &[("Content-Type", CBOR), ("Accept", CBOR)],
+            Some(&body)
+        )
+        .status,
+        201
+    );
+    let r = once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[("Content-Type", CBOR), ("Accept", CBOR)],
+        Some(&body),
+    );
+    assert_eq!(r.status, 409);
+    assert_eq!(decode(&r)["reason"], "AlreadyExists");
+}
+
+#[test]
+fn status_400_for_malformed_cbor_and_413_for_big_bodies() {
+    let h = Harness::start("legacy", &[]);
+    h.standin().clear_requests();
+    for bad in [
+        &b"\xa1\x61"[..],
+        b"\xff",
+        b"\xa2\x61a\x01\x61a\x02",
+        b"\x81\xf7",
+        b"\xf9\x7e\x00",
+        b"\x01\x02",
+    ] {
+        let r = once(
+            h.proxy,
+            "POST",
+            CMS,
+            &[("Content-Type", CBOR), ("Accept", CBOR)],
+            Some(bad),
+        );
+        assert_eq!(r.status, 400, "{bad:?}");
+        let v = decode(&r);
+        assert_eq!(v["reason"], "BadRequest");
+        assert_eq!(v["code"], 400);
+        let r = once(
+            h.proxy,
+            "POST",
+            CMS,
+            &[("Content-Type", CBOR), ("Accept", "application/json")],
+            Some(bad),
+        );
+        assert_eq!(r.status, 400);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["kind"], "Status");
+    }
+    // Nothing created upstream.
+    assert!(h.standin().requests().iter().all(|r| r.method != "POST"
+        || r.body.is_empty()
+        || serde_json::from_slice::<Value>(&r.body).is_err()));
+    // Over the 3 MiB limit, declared up front.
+    let big = vec![0x40u8; 4 << 20];
+    let r = once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[("Content-Type", CBOR), ("Accept", CBOR)],
+        Some(&big),
+    );
+    assert_eq!(r.status, 413);
+    assert_eq!(decode(&r)["reason"], "RequestEntityTooLarge");
+    assert!(
+        h.metric(
+            "cborgate_transcode_errors_total",
+            &[("direction", "request")]
+        ) >= 6.0
+    );
+}
+
+#[test]
+fn status_503_when_the_upstream_is_unreachable() {
+    let port = support::harness::free_port();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{port}"), "legacy", &[], rt);
+    let r = once(h.proxy, "GET", CMS, &[("Accept", CBOR)], None);
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(decode(&r)["reason"], "ServiceUnavailable");
+    let r = once(h.proxy, "GET", CMS, &[("Accept", "application/json")], None);
+    assert_eq!(r.status, 503);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["code"], 503);
+    let ready = once(h.admin, "GET", "/readyz", &[], None);
+    assert_eq!(ready.status, 503);
+    assert_eq!(once(h.admin, "GET", "/healthz", &[], None).status, 200);
+}
+
+#[test]
+fn status_504_when_the_upstream_sends_no_headers_in_time() {
+    // An upstream that accepts and never answers.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("cborgate-504-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.toml");
+    std::fs::write(&conf, "[upstream]\nresponse_header_timeout_seconds = 1\n").unwrap();
+    let h = Harness::proxy_to(
+        &format!("http://{addr}"),
+        "legacy",
+        &["--config", conf.to_str().unwrap()],
+        rt,
+    );
+    let t = std::time::Instant::now();
+    let r = once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}/x"),
+        &[("Accept", CBOR)],
+        None,
+    );
+    assert_eq!(r.status, 504);
+    assert_eq!(decode(&r)["reason"], "Timeout");
+    assert!(t.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_hundred_transcoded_gets_on_one_connection() {
+    let h = Harness::start("legacy", &[]);
+    let mut c = Conn::connect(h.proxy);
+    for i in 0..100 {
+        let path = if i % 2 == 0 {
+            format!("{CMS}/demo-config")
+        } else {
+            CMS.to_string()
+        };
+        let r = c.request("GET", &path, &[("Accept", CBOR)], None);
+        assert_eq!(r.status, 200, "request {i}");
+        assert!(r.chunked);
+        decode(&r);
+        assert_ne!(r.header("connection"), Some("close"), "request {i}");
+    }
+    // Also after a local error reply and after a 400 with a body.
+    let r = c.request("GET", CMS, &[("Accept", "application/cbor-seq")], None);
+    assert_eq!(r.status, 406);
+    let r = c.request("GET", CMS, &[("Accept", CBOR)], None);
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn passthrough_is_byte_identical_to_direct_traffic() {
+    let h = Harness::start("legacy", &[]);
+    // Headers that differ between any two direct requests.
+    let varying = ["date", "audit-id"];
+    let hop = [
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+    ];
+    type Case<'a> = (&'a str, String, Vec<(&'a str, &'a str)>, Option<Vec<u8>>);
+    let cases: Vec<Case> = vec![
+        (
+            "GET",
+            format!("{CMS}/demo-config"),
+            vec![("Accept", "application/json")],
+            None,
+        ),
+        (
+            "GET",
+            CMS.to_string(),
+            vec![("Accept", "application/json")],
+            None,
+        ),
+        (
+            "GET",
+            format!("{CMS}/demo-config"),
+            vec![("Accept", "application/yaml")],
+            None,
+        ),
+        (
+            "GET",
+            format!("{CMS}/demo-config"),
+            vec![("Accept", "application/vnd.kubernetes.protobuf")],
+            None,
+        ),
+        (
+            "GET",
+            CMS.to_string(),
+            vec![("Accept", "application/json;as=Table;g=meta.k8s.io;v=v1")],
+            None,
+        ),
+        (
+            "GET",
+            format!("{CMS}/missing"),
+            vec![("Accept", "application/json")],
+            None,
+        ),
+        ("GET", "/version".into(), vec![], None),
+        ("GET", "/openapi/v3".into(), vec![("Accept", CBOR)], None),
+        (
+            "GET",
+            format!("{CMS}/demo-config"),
+            vec![("Accept", "application/json"), ("Accept-Encoding", "gzip")],
+            None,
+        ),
+    ];
+    for (method, path, headers, body) in cases {
+        let direct = once(h.upstream, method, &path, &headers, body.as_deref());
+        let via = once(h.proxy, method, &path, &headers, body.as_deref());
+        assert_eq!(via.status, direct.status, "{path} {headers:?}");
+        assert_eq!(via.body, direct.body, "{path} {headers:?}");
+        let keep = |r: &Resp| {
+            let mut v: Vec<(String, String)> = r
+                .headers
+                .iter()
+                .filter(|(k, _)| {
+                    let k = k.to_ascii_lowercase();
+                    !varying.contains(&k.as_str()) && !hop.contains(&k.as_str())
+                })
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(keep(&via), keep(&direct), "{path} {headers:?}");
+    }
+    // A protobuf request body passes untouched too.
+    let mut pb = b"k8s\x00".to_vec();
+    pb.extend_from_slice(cm("proto").to_string().as_bytes());
+    let r = once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[
+            ("Content-Type", "application/vnd.kubernetes.protobuf"),
+            ("Accept", "application/json"),
+        ],
+        Some(&pb),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(h.standin().requests().last().unwrap().body, pb);
+}
+
+#[test]
+fn metrics_families_exist_and_move() {
+    let h = Harness::start("legacy", &[]);
+    let text = h.metrics();
+    for family in [
+        "cborgate_requests_total",
+        "cborgate_request_duration_seconds",
+        "cborgate_codec_duration_seconds",
+        "cborgate_codec_bytes_total",
+        "cborgate_fallbacks_total",
+        "cborgate_unsupported_media_type_total",
+        "cborgate_not_acceptable_total",
+        "cborgate_transcode_errors_total",
+        "cborgate_watch_streams_active",
+        "cborgate_watch_events_total",
+        "cborgate_upgrades_active",
+        "cborgate_build_info",
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "{family} missing at start-up"
+        );
+    }
+    let r = once(
+        h.proxy,
+        "PATCH",
+        &format!("{CMS}/demo-config"),
+        &[("Content-Type", "application/strategic-merge-patch+cbor")],
+        Some(b"\xa0"),
+    );
+    assert_eq!(r.status, 415);
+    assert_eq!(
+        h.metric(
+            "cborgate_unsupported_media_type_total",
+            &[("origin", "proxy")]
+        ),
+        1.0
+    );
+    once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}/demo-config"),
+        &[("Accept", CBOR)],
+        None,
+    );
+    assert_eq!(
+        h.metric(
+            "cborgate_requests_total",
+            &[
+                ("verb", "GET"),
+                ("code", "200"),
+                ("response_format", "cbor")
+            ]
+        ),
+        1.0
+    );
+    assert_eq!(
+        h.metric(
+            "cborgate_codec_duration_seconds_count",
+            &[("direction", "response"), ("from", "json"), ("to", "cbor")]
+        ),
+        1.0
+    );
+    assert!(
+        h.metric(
+            "cborgate_codec_bytes_total",
+            &[("direction", "response"), ("format", "cbor")]
+        ) > 100.0
+    );
+    once(h.proxy, "GET", CMS, &[("Accept", CBOR)], None);
+    assert_eq!(
+        h.metric("cborgate_requests_total", &[("verb", "LIST")]),
+        1.0
+    );
+    once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}?watch=1&timeoutSeconds=1"),
+        &[("Accept", CBOR)],
+        None,
+    );
+    assert_eq!(
+        h.metric("cborgate_requests_total", &[("verb", "WATCH")]),
+        1.0
+    );
+    assert!(h.metric("cborgate_watch_events_total", &[("format", "cbor")]) >= 2.0);
+    assert_eq!(h.metric("cborgate_watch_streams_active", &[]), 0.0);
+    once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[("Content-Type", CBOR)],
+        Some(b"\xff"),
+    );
+    assert_eq!(
+        h.metric(
+            "cborgate_transcode_errors_total",
+            &[("direction", "request"), ("reason", "syntax")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        h.metric(
+            "cborgate_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    // Nothing identifying in labels.
+    assert!(!h.metrics().contains("demo-config"));
+    assert!(!h.metrics().contains("namespace=\""));
+}

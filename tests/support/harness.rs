@@ -1,0 +1,142 @@
+//! Starts the stand-in apiserver in-process and the real `cborgate` binary in
+//! front of it on loopback, and tears both down on drop.
+#![allow(dead_code)]
+
+use cborgate::standin::{StandIn, StandInOptions};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Harness {
+    pub rt: tokio::runtime::Runtime,
+    pub standin: Option<StandIn>,
+    pub upstream: SocketAddr,
+    pub proxy: SocketAddr,
+    pub admin: SocketAddr,
+    pub child: Child,
+}
+
+pub fn free_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+fn wait_for(addr: SocketAddr, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect(addr).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("cborgate exited early: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("cborgate did not listen on {addr}");
+}
+
+impl Harness {
+    /// Stand-in + `cborgate serve --mode MODE` with extra flags.
+    pub fn start(mode: &str, extra: &[&str]) -> Harness {
+        Self::start_with(mode, extra, StandInOptions::default())
+    }
+
+    pub fn start_with(mode: &str, extra: &[&str], opts: StandInOptions) -> Harness {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let standin = rt
+            .block_on(StandIn::start("127.0.0.1:0".parse().unwrap(), opts))
+            .unwrap();
+        let upstream = standin.addr();
+        let mut h = Self::proxy_to(&format!("http://{upstream}"), mode, extra, rt);
+        h.standin = Some(standin);
+        h.upstream = upstream;
+        h
+    }
+
+    /// `cborgate serve` in front of any upstream URL.
+    pub fn proxy_to(url: &str, mode: &str, extra: &[&str], rt: tokio::runtime::Runtime) -> Harness {
+        let proxy = free_port();
+        let admin = free_port();
+        let mut args = vec![
+            "serve".to_string(),
+            "--listen".into(),
+            proxy.to_string(),
+            "--admin".into(),
+            admin.to_string(),
+            "--upstream".into(),
+            url.to_string(),
+            "--mode".into(),
+            mode.into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cborgate"))
+            .args(&args)
+            .env(
+                "RUST_LOG",
+                std::env::var("CBORGATE_TEST_LOG").unwrap_or("warn".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start cborgate");
+        wait_for(proxy, &mut child);
+        wait_for(admin, &mut child);
+        Harness {
+            rt,
+            standin: None,
+            upstream: "127.0.0.1:0".parse().unwrap(),
+            proxy,
+            admin,
+            child,
+        }
+    }
+
+    pub fn standin(&self) -> &StandIn {
+        self.standin.as_ref().expect("a stand-in")
+    }
+
+    /// The Prometheus text from the admin listener.
+    pub fn metrics(&self) -> String {
+        let r = super::http::once(self.admin, "GET", "/metrics", &[], None);
+        assert_eq!(r.status, 200);
+        String::from_utf8(r.body).unwrap()
+    }
+
+    /// Sum of the samples of `name` whose labels contain every `filter` pair.
+    pub fn metric(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
+        let text = self.metrics();
+        let mut sum = 0.0;
+        for line in text.lines() {
+            if line.starts_with('#') {
+                continue;
+            }
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let (metric, labels) = match series.split_once('{') {
+                Some((m, l)) => (m, l.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if metric != name {
+                continue;
+            }
+            if filter
+                .iter()
+                .all(|(k, v)| labels.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
+            {
+                sum += value.parse::<f64>().unwrap_or(0.0);
+            }
+        }
+        sum
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
