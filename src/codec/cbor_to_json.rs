@@ -13,7 +13,7 @@ use super::error::{CodecError, Reason};
 use super::keys::{KeyOutcome, KeySets};
 use super::number::{write_decimal_i64, write_go_float};
 use super::time::{epoch_float_to_nano, epoch_int_to_nano, rfc3339_to_nano, MAX_TIME_TEXT};
-use super::utf8::{Utf8Sink, Utf8Stream, REPLACEMENT};
+use super::utf8::{plain_ascii_prefix, plain_run, Utf8Sink, Utf8Stream, REPLACEMENT};
 use super::CborToJsonOptions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,11 +117,13 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 pub(crate) fn write_json_escaped(out: &mut Vec<u8>, s: &[u8]) {
     let mut start = 0;
-    for (i, &b) in s.iter().enumerate() {
-        if !NEEDS_ESCAPE[b as usize] {
-            continue;
-        }
+    loop {
+        let i = start + plain_run(&s[start..]);
         out.extend_from_slice(&s[start..i]);
+        let Some(&b) = s.get(i) else {
+            return;
+        };
+        debug_assert!(NEEDS_ESCAPE[b as usize]);
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -139,7 +141,6 @@ pub(crate) fn write_json_escaped(out: &mut Vec<u8>, s: &[u8]) {
         }
         start = i + 1;
     }
-    out.extend_from_slice(&s[start..]);
 }
 
 impl Utf8Sink for JsonSink<'_> {
@@ -242,6 +243,18 @@ impl Encoder {
     }
 }
 
+/// Length of a CBOR head, from its first byte.
+#[inline(always)]
+fn head_len(b0: u8) -> usize {
+    match b0 & 31 {
+        24 => 2,
+        25 => 3,
+        26 => 5,
+        27 => 9,
+        _ => 1,
+    }
+}
+
 #[inline]
 fn quad(a: &[u8; 64], t: [u8; 3], out: &mut Vec<u8>) {
     let n = ((t[0] as u32) << 16) | ((t[1] as u32) << 8) | t[2] as u32;
@@ -340,7 +353,7 @@ impl CborToJson {
         while i < len {
             if self.in_str {
                 let take = (self.str_remaining.min((len - i) as u64)) as usize;
-                self.str_payload(&input[i..i + take], i, out)?;
+                self.str_payload(&input[i..], take, i, out)?;
                 i += take;
                 self.str_remaining -= take as u64;
                 if self.str_remaining == 0 {
@@ -352,19 +365,39 @@ impl CborToJson {
             if self.top_done && self.stack.is_empty() && !self.opts.sequence {
                 return Err(self.err(Reason::TrailingData, i));
             }
-            // Assemble a head.
+            // A whole head in this piece: read it in place.
+            if self.head_len == 0 {
+                let b0 = input[i];
+                let need = head_len(b0);
+                if let Some(h) = input.get(i + 1..i + need) {
+                    let mut arg = if b0 & 31 < 24 { (b0 & 31) as u64 } else { 0 };
+                    for &b in h {
+                        arg = (arg << 8) | b as u64;
+                    }
+                    i += need;
+                    let (major, ai) = (b0 >> 5, b0 & 31);
+                    if (major == 2 || major == 3) && ai < 28 {
+                        if let Some(end) = self.whole_string(major, arg, input, i, out)? {
+                            i = end;
+                            continue;
+                        }
+                    } else if (major == 4 || major == 5)
+                        && ai < 28
+                        && self.definite_container(major, arg, i, out)?
+                    {
+                        continue;
+                    }
+                    self.item(major, ai, arg, i, out)?;
+                    continue;
+                }
+            }
+            // Assemble a head split across pieces.
             if self.head_len == 0 {
                 self.head[0] = input[i];
                 self.head_len = 1;
                 i += 1;
             }
-            let need = match self.head[0] & 31 {
-                24 => 2,
-                25 => 3,
-                26 => 5,
-                27 => 9,
-                _ => 1,
-            };
+            let need = head_len(self.head[0]);
             while (self.head_len as usize) < need && i < len {
                 self.head[self.head_len as usize] = input[i];
                 self.head_len += 1;
@@ -407,6 +440,7 @@ impl CborToJson {
     }
 
     /// Write the separator an item needs in its container (not inside tags).
+    #[inline(always)]
     fn separator(&mut self, out: &mut Vec<u8>) {
         match self.stack.last_mut() {
             Some(Frame::Array { first, .. }) => {
@@ -641,6 +675,143 @@ impl CborToJson {
         }
     }
 
+    /// Fast path for a definite string (head just read, payload from
+    /// `input[i]`) that lies whole in this piece, directly in an array or map:
+    /// the same steps as [`Self::item`], [`Self::begin_string`] and the payload
+    /// loop take for it, without the round trips. `None`: not such a string,
+    /// nothing done.
+    #[inline(always)]
+    fn whole_string(
+        &mut self,
+        major: u8,
+        len: u64,
+        input: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<usize>, CodecError> {
+        let dest = match self.stack.last() {
+            Some(Frame::Map { key_next: true, .. }) => Dest::Key,
+            Some(Frame::Map { .. } | Frame::Array { .. }) => Dest::Json,
+            _ => return Ok(None),
+        };
+        let Some(end) = usize::try_from(len)
+            .ok()
+            .and_then(|n| i.checked_add(n))
+            .filter(|&end| end <= input.len())
+        else {
+            return Ok(None);
+        };
+        if len > self.opts.limits.max_string_len
+            || self.remaining_input(i).is_some_and(|left| len > left)
+        {
+            return Ok(None);
+        }
+        let n = end - i;
+        if plain_ascii_prefix(&input[i..], n) == n {
+            // Plain ASCII: valid in both string types, nothing to escape.
+            self.separator(out);
+            self.str_major = major;
+            self.str_dest = dest;
+            out.reserve(n + 3);
+            out.push(b'"');
+            if let Some(chunk) = input
+                .get(i..i + 24)
+                .and_then(|c| <&[u8; 24]>::try_from(c).ok())
+                .filter(|_| n <= 24)
+            {
+                let at = out.len();
+                out.extend_from_slice(chunk);
+                out.truncate(at + n);
+            } else {
+                out.extend_from_slice(&input[i..end]);
+            }
+            out.push(b'"');
+            if dest == Dest::Key {
+                if self.opts.dedupe_keys {
+                    if let KeyOutcome::Dup(_) = self.keys.key(&input[i..end], ()) {
+                        return Err(self.err(Reason::DuplicateKey, end));
+                    }
+                }
+                // What `item_done` does after a key.
+                if let Some(Frame::Map { key_next, .. }) = self.stack.last_mut() {
+                    *key_next = false;
+                }
+                out.push(b':');
+            } else {
+                self.item_done(end, out)?;
+            }
+            return Ok(Some(end));
+        }
+        self.separator(out);
+        self.start_string(major, dest, i, out);
+        self.str_total = len;
+        if end > i {
+            self.str_payload(&input[i..], end - i, i, out)?;
+        }
+        self.chunk_done(end, out)?;
+        Ok(Some(end))
+    }
+
+    /// Fast path for a definite array or map (head just read, at `i`) as a
+    /// value in an array or map: the same steps as [`Self::item`] takes for
+    /// it. `false`: not such a container, or one that [`Self::item`] must
+    /// reject; nothing done.
+    #[inline(always)]
+    fn definite_container(
+        &mut self,
+        major: u8,
+        n: u64,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, CodecError> {
+        if self.depth >= self.opts.limits.max_depth {
+            return Ok(false);
+        }
+        if let Some(left) = self.remaining_input(i) {
+            let min_bytes = if major == 4 { n } else { n.saturating_mul(2) };
+            if min_bytes > left {
+                return Ok(false);
+            }
+        }
+        match self.stack.last_mut() {
+            Some(Frame::Array { first, .. }) => {
+                if !*first {
+                    out.push(b',');
+                }
+                *first = false;
+            }
+            Some(Frame::Map {
+                key_next: false, ..
+            }) => {}
+            _ => return Ok(false),
+        }
+        if n == 0 {
+            // Opened and closed at once: depth and key sets end unchanged.
+            out.extend_from_slice(if major == 4 { b"[]" } else { b"{}" });
+            self.item_done(i, out)?;
+            return Ok(true);
+        }
+        self.depth += 1;
+        if major == 4 {
+            out.push(b'[');
+            self.stack.push(Frame::Array {
+                remaining: Some(n),
+                first: true,
+            });
+        } else {
+            out.push(b'{');
+            self.stack.push(Frame::Map {
+                remaining: Some(n),
+                key_next: true,
+                first: true,
+            });
+            if self.opts.dedupe_keys {
+                self.keys.open_map();
+            }
+        }
+        Ok(true)
+    }
+
     /// Open quote and per-string state, at the first head of a string.
     fn start_string(&mut self, major: u8, dest: Dest, _i: usize, out: &mut Vec<u8>) {
         self.str_major = major;
@@ -690,16 +861,34 @@ impl CborToJson {
         Ok(())
     }
 
-    fn str_payload(&mut self, data: &[u8], i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    /// The next `n` bytes of string payload, `input[..n]` (the rest of
+    /// `input` is only read ahead by the scanner), at position `i`.
+    fn str_payload(
+        &mut self,
+        input: &[u8],
+        n: usize,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
+        let data = &input[..n];
         let strict = self.str_major == 3;
         match self.str_dest {
             Dest::Json | Dest::Key => {
                 if self.str_dest == Dest::Key && self.opts.dedupe_keys {
                     self.keys.key_bytes(data);
                 }
-                let mut sink = JsonSink { out };
-                if let Err(bad) = self.utf8.push(data, strict, &mut sink) {
-                    return Err(self.err(Reason::InvalidUtf8, i + bad.consumed));
+                // A plain ASCII prefix is valid and needs no escaping.
+                let n = if self.utf8.is_clear() {
+                    plain_ascii_prefix(input, n)
+                } else {
+                    0
+                };
+                out.extend_from_slice(&data[..n]);
+                if n < data.len() {
+                    let mut sink = JsonSink { out };
+                    if let Err(bad) = self.utf8.push(&data[n..], strict, &mut sink) {
+                        return Err(self.err(Reason::InvalidUtf8, i + n + bad.consumed));
+                    }
                 }
             }
             Dest::Time => {
@@ -787,7 +976,38 @@ impl CborToJson {
     }
 
     /// An item completed: close tags around it and finished containers.
+    #[inline(always)]
     fn item_done(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        // The common cases, where no container closes: as the loop below.
+        match self.stack.last_mut() {
+            Some(Frame::Map {
+                remaining,
+                key_next,
+                ..
+            }) if *key_next || *remaining != Some(1) => {
+                if *key_next {
+                    *key_next = false;
+                    out.push(b':');
+                } else {
+                    *key_next = true;
+                    if let Some(r) = remaining {
+                        *r -= 1;
+                    }
+                }
+                Ok(())
+            }
+            Some(Frame::Array { remaining, .. }) if *remaining != Some(1) => {
+                if let Some(r) = remaining {
+                    *r -= 1;
+                }
+                Ok(())
+            }
+            _ => self.items_done(i, out),
+        }
+    }
+
+    /// [`Self::item_done`], closing tags and finished containers.
+    fn items_done(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
         loop {
             let Some(top) = self.stack.last_mut() else {
                 self.documents += 1;

@@ -13,6 +13,12 @@
 //! and the still-open items switch to indefinite length (`9f`/`bf`/`5f`/`7f` …
 //! `ff`), so memory stays bounded by the window, not by the body.
 //!
+//! Fast paths: a string, number, literal or empty container that lies whole
+//! in the current input piece (no escapes, valid UTF-8, shorter than the
+//! window) has its head written straight into `body` instead of a slot. The
+//! bytes are the same either way; the window counts content bytes only, so
+//! those inline heads are tracked (`inline`) and left out of it.
+//!
 //! Duplicate keys: the last one wins, as in Go. When detection is on, the
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
 //! streamed out (maps larger than the window) the input is rejected instead.
@@ -23,25 +29,45 @@ use super::number::{
     interpret_json_number, write_float, write_head, write_int, JsonNumber, MAJOR_ARRAY,
     MAJOR_BYTES, MAJOR_MAP, MAJOR_TEXT, SELF_DESCRIBED,
 };
-use super::utf8::{Utf8Sink, Utf8Stream, REPLACEMENT};
+use super::utf8::{plain_ascii_run, plain_run, Utf8Sink, Utf8Stream, REPLACEMENT};
 use super::{JsonToCborOptions, StringMode};
-
-/// Bytes that end a plain run inside a JSON string.
-static STR_STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
 
 #[inline]
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// A whole integer literal at `input[i..]` that ends inside `input` and needs
+/// no more than the plain int64 path: optional `-`, 1–18 digits without a
+/// leading zero (or a lone `0`), followed by a byte that cannot continue a
+/// number. Anything else is left to the number state machine.
+#[inline]
+fn whole_small_int(input: &[u8], i: usize, max_len: usize) -> Option<(i64, usize)> {
+    let neg = input[i] == b'-';
+    let ds = i + neg as usize;
+    let mut j = ds;
+    let mut v: u64 = 0;
+    while let Some(&d) = input.get(j) {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        if j - ds == 18 {
+            return None;
+        }
+        v = v * 10 + (d - b'0') as u64;
+        j += 1;
+    }
+    let nd = j - ds;
+    let &t = input.get(j)?;
+    if nd == 0
+        || (nd > 1 && input[ds] == b'0')
+        || matches!(t, b'.' | b'e' | b'E' | b'+' | b'-')
+        || j - i > max_len
+    {
+        return None;
+    }
+    let v = v as i64;
+    Some((if neg { -v } else { v }, j))
 }
 
 /// Longest plain string run handled per step, so that the window check runs
@@ -149,10 +175,15 @@ const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
 pub struct JsonToCbor {
     opts: JsonToCborOptions,
     str_major: u8,
+    /// Longest string the fast path takes whole: shorter than the window
+    /// (never cut into chunks) and within the string limit.
+    whole_max: usize,
     state: State,
     stack: Vec<Frame>,
     // Emitter.
     body: Vec<u8>,
+    /// Bytes of heads written straight into `body` since the last flush.
+    inline: usize,
     slots: Vec<Slot>,
     holes: Vec<Hole>,
     /// Bytes and slots already written out in this document (absolute bases).
@@ -174,6 +205,8 @@ pub struct JsonToCbor {
     tag_next_value: bool,
     // Current number.
     num: Vec<u8>,
+    /// A string with escapes, decoded (fast path).
+    scratch: Vec<u8>,
     // Duplicate keys.
     keys: KeySets<PairLoc>,
     // Progress.
@@ -208,9 +241,12 @@ impl JsonToCbor {
         JsonToCbor {
             opts,
             str_major,
+            whole_max: (opts.window.max(1) - 1)
+                .min(usize::try_from(opts.limits.max_string_len).unwrap_or(usize::MAX)),
             state: State::Value,
             stack: Vec::new(),
             body: Vec::new(),
+            inline: 0,
             slots: Vec::new(),
             holes: Vec::new(),
             body_base: 0,
@@ -227,6 +263,7 @@ impl JsonToCbor {
             key_is_object: false,
             tag_next_value: false,
             num: Vec::new(),
+            scratch: Vec::new(),
             keys: KeySets::new(),
             offset: 0,
             documents: 0,
@@ -243,6 +280,7 @@ impl JsonToCbor {
         let mut slots = std::mem::take(&mut self.slots);
         let mut holes = std::mem::take(&mut self.holes);
         let mut num = std::mem::take(&mut self.num);
+        let scratch = std::mem::take(&mut self.scratch);
         let mut keys = std::mem::replace(&mut self.keys, KeySets::new());
         stack.clear();
         body.clear();
@@ -256,6 +294,7 @@ impl JsonToCbor {
             slots,
             holes,
             num,
+            scratch,
             keys,
             ..JsonToCbor::new(self.opts)
         };
@@ -326,9 +365,7 @@ impl JsonToCbor {
                 State::Str => {
                     let start = i;
                     let stop = len.min(i + MAX_RUN);
-                    while i < stop && !STR_STOP[input[i] as usize] {
-                        i += 1;
-                    }
+                    i += plain_run(&input[i..stop]);
                     if i > start {
                         self.str_raw(&input[start..i], start, out)?;
                     }
@@ -351,13 +388,23 @@ impl JsonToCbor {
                 | State::Colon
                 | State::AfterValue
                 | State::TopDone => {
-                    let b = input[i];
-                    if is_ws(b) {
-                        i += 1;
-                        continue;
+                    // Token after token while no string, number or literal
+                    // is left open by the end of the piece.
+                    loop {
+                        i = self.chain(input, i, out)?;
+                        if i >= len || !self.between_tokens() {
+                            break;
+                        }
+                        let b = input[i];
+                        if is_ws(b) {
+                            i += 1;
+                        } else {
+                            i = self.structural(b, input, i, out)?;
+                        }
+                        if i >= len || !self.between_tokens() {
+                            break;
+                        }
                     }
-                    self.structural(b, i, out)?;
-                    i += 1;
                 }
                 State::Number(mut n) => {
                     // Fast path over digits.
@@ -447,11 +494,40 @@ impl JsonToCbor {
         Ok(())
     }
 
-    /// A structural byte (not whitespace) outside strings, numbers and literals.
-    fn structural(&mut self, b: u8, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    /// Not inside a string, number or literal.
+    #[inline]
+    fn between_tokens(&self) -> bool {
+        matches!(
+            self.state,
+            State::Value
+                | State::ArrayFirst
+                | State::ObjectFirst
+                | State::Key
+                | State::Colon
+                | State::AfterValue
+                | State::TopDone
+        )
+    }
+
+    /// Content bytes buffered: the body without the inline heads.
+    #[inline]
+    fn window_fill(&self) -> usize {
+        self.body.len() - self.inline
+    }
+
+    /// A structural byte (not whitespace) outside strings, numbers and
+    /// literals, at `input[i]`. Returns where to continue.
+    #[inline(always)]
+    fn structural(
+        &mut self,
+        b: u8,
+        input: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
         // Outgrown the window: stream out what is buffered. Checked only where
         // a token starts, so the output never depends on how input was cut.
-        if self.body.len() >= self.opts.window
+        if self.window_fill() >= self.opts.window
             && !self.stack.is_empty()
             && matches!(
                 self.state,
@@ -462,17 +538,21 @@ impl JsonToCbor {
             self.flush(out, end);
         }
         match self.state {
-            State::Value => self.begin_value(b, i),
+            State::Value => self.begin_value(b, input, i, out),
             State::ArrayFirst => {
                 if b == b']' {
-                    self.close(Container::Array, i, out)
+                    self.close(Container::Array, i, out)?;
+                    Ok(i + 1)
                 } else {
-                    self.begin_value(b, i)
+                    self.begin_value(b, input, i, out)
                 }
             }
             State::ObjectFirst | State::Key => match b {
-                b'"' => self.begin_string(true, i),
-                b'}' if self.state == State::ObjectFirst => self.close(Container::Object, i, out),
+                b'"' => self.begin_string(true, input, i, out),
+                b'}' if self.state == State::ObjectFirst => {
+                    self.close(Container::Object, i, out)?;
+                    Ok(i + 1)
+                }
                 _ => Err(self.err(Reason::Syntax, i)),
             },
             State::Colon => {
@@ -481,19 +561,25 @@ impl JsonToCbor {
                 }
                 self.tag_next_value = self.key_is_object;
                 self.state = State::Value;
-                Ok(())
+                Ok(i + 1)
             }
             State::AfterValue => match (b, self.stack.last().map(|f| f.kind)) {
                 (b',', Some(Container::Array)) => {
                     self.state = State::Value;
-                    Ok(())
+                    Ok(i + 1)
                 }
                 (b',', Some(Container::Object)) => {
                     self.state = State::Key;
-                    Ok(())
+                    Ok(i + 1)
                 }
-                (b']', Some(Container::Array)) => self.close(Container::Array, i, out),
-                (b'}', Some(Container::Object)) => self.close(Container::Object, i, out),
+                (b']', Some(Container::Array)) => {
+                    self.close(Container::Array, i, out)?;
+                    Ok(i + 1)
+                }
+                (b'}', Some(Container::Object)) => {
+                    self.close(Container::Object, i, out)?;
+                    Ok(i + 1)
+                }
                 _ => Err(self.err(Reason::Syntax, i)),
             },
             State::TopDone => Err(self.err(Reason::TrailingData, i)),
@@ -501,7 +587,112 @@ impl JsonToCbor {
         }
     }
 
-    fn begin_value(&mut self, b: u8, i: usize) -> Result<(), CodecError> {
+    /// The window check of [`Self::structural`], for a token starting in
+    /// state `Value`, `ArrayFirst`, `ObjectFirst` or `Key`.
+    #[inline(always)]
+    fn window_check(&mut self, out: &mut Vec<u8>) {
+        if self.window_fill() >= self.opts.window && !self.stack.is_empty() {
+            let end = self.body.len();
+            self.flush(out, end);
+        }
+    }
+
+    /// Tokens in the grammar's own order — key, colon, value, then comma or
+    /// closer — so that the next step is known from where the code is rather
+    /// than from a dispatch on the state. Each step does what
+    /// [`Self::structural`] does in that state; whitespace, unfinished tokens
+    /// and anything unexpected are left to it. `self.state` is kept up to
+    /// date throughout. Returns where it stopped.
+    #[inline(never)]
+    fn chain(
+        &mut self,
+        input: &[u8],
+        mut i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
+        #[derive(Clone, Copy)]
+        enum Step {
+            Key,
+            Value,
+            After,
+        }
+        let mut step = match self.state {
+            State::Key | State::ObjectFirst => Step::Key,
+            State::Value | State::ArrayFirst => Step::Value,
+            State::AfterValue => Step::After,
+            _ => return Ok(i),
+        };
+        loop {
+            let Some(&b) = input.get(i) else {
+                return Ok(i);
+            };
+            match step {
+                Step::Key => {
+                    if b != b'"' {
+                        return Ok(i);
+                    }
+                    self.window_check(out);
+                    i = self.begin_string(true, input, i, out)?;
+                    if self.state != State::Value {
+                        return Ok(i);
+                    }
+                    step = Step::Value;
+                }
+                Step::Value => {
+                    if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
+                        return Ok(i);
+                    }
+                    self.window_check(out);
+                    i = self.begin_value(b, input, i, out)?;
+                    step = match self.state {
+                        State::AfterValue => Step::After,
+                        State::ObjectFirst => Step::Key,
+                        State::ArrayFirst => Step::Value,
+                        _ => return Ok(i),
+                    };
+                }
+                Step::After => {
+                    let Some(top) = self.stack.last() else {
+                        return Ok(i);
+                    };
+                    match (b, top.kind) {
+                        (b',', Container::Object) => {
+                            self.state = State::Key;
+                            step = Step::Key;
+                        }
+                        (b',', Container::Array) => {
+                            self.state = State::Value;
+                            step = Step::Value;
+                        }
+                        (b'}', Container::Object) => {
+                            self.close(Container::Object, i, out)?;
+                            if self.state != State::AfterValue {
+                                return Ok(i + 1);
+                            }
+                        }
+                        (b']', Container::Array) => {
+                            self.close(Container::Array, i, out)?;
+                            if self.state != State::AfterValue {
+                                return Ok(i + 1);
+                            }
+                        }
+                        _ => return Ok(i),
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// A value starts with `b` at `input[i]`. Returns where to continue.
+    #[inline(always)]
+    fn begin_value(
+        &mut self,
+        b: u8,
+        input: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
         if self.stack.is_empty() {
             // A new document (or watch event) starts.
             self.body.extend_from_slice(&SELF_DESCRIBED);
@@ -519,11 +710,19 @@ impl JsonToCbor {
                 if self.stack.len() >= self.opts.limits.max_depth {
                     return Err(self.err(Reason::DepthExceeded, i));
                 }
-                let (kind, major, state) = if b == b'{' {
-                    (Container::Object, MAJOR_MAP, State::ObjectFirst)
+                let (kind, major, state, closer) = if b == b'{' {
+                    (Container::Object, MAJOR_MAP, State::ObjectFirst, b'}')
                 } else {
-                    (Container::Array, MAJOR_ARRAY, State::ArrayFirst)
+                    (Container::Array, MAJOR_ARRAY, State::ArrayFirst, b']')
                 };
+                // `{}` / `[]` in one piece: a one-byte head, unless the
+                // window check at the closer would have streamed it out.
+                if input.get(i + 1) == Some(&closer) && self.window_fill() < self.opts.window {
+                    self.body.push(major);
+                    self.inline += 1;
+                    self.value_done(out);
+                    return Ok(i + 2);
+                }
                 self.slots.push(Slot {
                     pos: self.body.len(),
                     major,
@@ -541,32 +740,37 @@ impl JsonToCbor {
                     self.keys.open_map();
                 }
                 self.state = state;
-                Ok(())
+                Ok(i + 1)
             }
-            b'"' => self.begin_string(false, i),
-            b'-' => {
-                self.begin_number(Num::Minus, b);
-                Ok(())
+            b'"' => self.begin_string(false, input, i, out),
+            b'-' | b'0'..=b'9' => {
+                if let Some((v, end)) = whole_small_int(input, i, self.opts.limits.max_number_len) {
+                    write_int(&mut self.body, v);
+                    self.value_done(out);
+                    return Ok(end);
+                }
+                let n = match b {
+                    b'-' => Num::Minus,
+                    b'0' => Num::Zero,
+                    _ => Num::Int,
+                };
+                self.begin_number(n, b);
+                Ok(i + 1)
             }
-            b'0' => {
-                self.begin_number(Num::Zero, b);
-                Ok(())
-            }
-            b'1'..=b'9' => {
-                self.begin_number(Num::Int, b);
-                Ok(())
-            }
-            b't' => {
-                self.state = State::Literal { lit: 0, idx: 1 };
-                Ok(())
-            }
-            b'f' => {
-                self.state = State::Literal { lit: 1, idx: 1 };
-                Ok(())
-            }
-            b'n' => {
-                self.state = State::Literal { lit: 2, idx: 1 };
-                Ok(())
+            b't' | b'f' | b'n' => {
+                let lit = match b {
+                    b't' => 0,
+                    b'f' => 1,
+                    _ => 2,
+                };
+                let word = LITERALS[lit as usize];
+                if input.get(i..i + word.len()) == Some(word) {
+                    self.body.push(LITERAL_CBOR[lit as usize]);
+                    self.value_done(out);
+                    return Ok(i + word.len());
+                }
+                self.state = State::Literal { lit, idx: 1 };
+                Ok(i + 1)
             }
             _ => Err(self.err(Reason::Syntax, i)),
         }
@@ -592,23 +796,177 @@ impl JsonToCbor {
         Ok(())
     }
 
-    fn begin_string(&mut self, is_key: bool, _i: usize) -> Result<(), CodecError> {
+    /// A string starts with the quote at `input[i]`. Returns where to continue.
+    #[inline(always)]
+    fn begin_string(
+        &mut self,
+        is_key: bool,
+        input: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
         if is_key {
-            let pair = PairLoc {
-                body_start: self.body_base + self.body.len() as u64,
-                slot_start: self.slot_base + self.slots.len() as u64,
-                ..PairLoc::default()
-            };
             if let Some(f) = self.stack.last_mut() {
                 f.count += 1;
-                // Stash the pair start in the frame until the key is known.
                 f.entry = NONE;
             }
-            self.pending_pair = pair;
             if self.opts.dedupe_keys {
+                // Where the pair starts, until the key is known.
+                self.pending_pair = PairLoc {
+                    body_start: self.body_base + self.body.len() as u64,
+                    slot_start: self.slot_base + self.slots.len() as u64,
+                    ..PairLoc::default()
+                };
                 self.key_start = self.keys.key_start();
             }
         }
+        // Fast path: the whole string is here, plain, valid UTF-8 and shorter
+        // than the window (so it would never be cut into chunks).
+        let start = i + 1;
+        let rest = &input[start..];
+        let mut n = plain_ascii_run(rest);
+        if let Some(&stop) = rest.get(n) {
+            if stop == b'"' && n <= self.whole_max {
+                return self.whole_string(is_key, &rest[..n], true, input, start + n, out);
+            }
+            if stop == b'\\' {
+                if let Some(quote) = self.unescape(input, start) {
+                    let text = std::mem::take(&mut self.scratch);
+                    let r = self.whole_string(is_key, &text, false, input, quote, out);
+                    self.scratch = text;
+                    return r;
+                }
+            } else if stop >= 0x80 {
+                n += plain_run(&rest[n..]);
+                if rest.get(n) == Some(&b'"')
+                    && n <= self.whole_max
+                    && std::str::from_utf8(&rest[..n]).is_ok()
+                {
+                    return self.whole_string(is_key, &rest[..n], true, input, start + n, out);
+                }
+            }
+        }
+        self.open_string(is_key, i)
+    }
+
+    /// The string with escapes starting at `input[start]` (after the quote),
+    /// decoded into `scratch`, when it lies whole in `input`, is ASCII, has no
+    /// lone surrogate escape and is short enough for the fast path. Returns
+    /// the position of the closing quote; `None` leaves it to the `Str` state.
+    #[inline(never)]
+    fn unescape(&mut self, input: &[u8], start: usize) -> Option<usize> {
+        self.scratch.clear();
+        let mut j = start;
+        loop {
+            let n = plain_ascii_run(&input[j..]);
+            if self.scratch.len() + n > self.whole_max {
+                return None;
+            }
+            self.scratch.extend_from_slice(&input[j..j + n]);
+            j += n;
+            match *input.get(j)? {
+                b'"' => break,
+                b'\\' => {}
+                _ => return None,
+            }
+            let c = match *input.get(j + 1)? {
+                b'"' => b'"',
+                b'\\' => b'\\',
+                b'/' => b'/',
+                b'b' => 0x08,
+                b'f' => 0x0c,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'u' => {
+                    let mut v = 0u32;
+                    for &h in input.get(j + 2..j + 6)? {
+                        v = (v << 4) | (h as char).to_digit(16)?;
+                    }
+                    // Surrogates (pairs and lone ones) take the slow path.
+                    let c = char::from_u32(v)?;
+                    let mut buf = [0u8; 4];
+                    self.scratch
+                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                    j += 6;
+                    continue;
+                }
+                _ => return None,
+            };
+            self.scratch.push(c);
+            j += 2;
+        }
+        if self.scratch.len() > self.whole_max {
+            return None;
+        }
+        Some(j)
+    }
+
+    /// A whole string `s` whose closing quote is at `input[quote]`: its head
+    /// goes straight into the body. `raw`: `s` is the input right before the
+    /// quote. Returns where to continue.
+    #[inline(always)]
+    fn whole_string(
+        &mut self,
+        is_key: bool,
+        s: &[u8],
+        raw: bool,
+        input: &[u8],
+        quote: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
+        let n = s.len();
+        if n < 24 {
+            self.body.push(self.str_major | n as u8);
+            self.inline += 1;
+            // Most strings are short: copy a fixed 24 bytes (a few moves, no
+            // call) when the input has them, then cut back to the string.
+            let from = quote - n;
+            if let Some(chunk) = input
+                .get(from..from + 24)
+                .filter(|_| raw)
+                .and_then(|c| <&[u8; 24]>::try_from(c).ok())
+            {
+                let len = self.body.len();
+                self.body.extend_from_slice(chunk);
+                self.body.truncate(len + n);
+            } else {
+                self.body.extend_from_slice(s);
+            }
+        } else {
+            let before = self.body.len();
+            write_head(&mut self.body, self.str_major, n as u64);
+            self.inline += self.body.len() - before;
+            self.body.extend_from_slice(s);
+        }
+        let mut next = quote + 1;
+        if is_key {
+            if self.opts.dedupe_keys {
+                self.keys.key_bytes(s);
+            }
+            if self.opts.watch && self.stack.len() == 1 {
+                let k = n.min(self.probe.len());
+                self.probe[..k].copy_from_slice(&s[..k]);
+                self.probe_len = k as u8;
+            }
+            self.end_key(quote)?;
+            self.state = State::Colon;
+            // The colon, when it follows at once (compact JSON).
+            if input.get(next) == Some(&b':') {
+                self.tag_next_value = self.key_is_object;
+                self.state = State::Value;
+                next += 1;
+            }
+            return Ok(next);
+        }
+        self.value_done(out);
+        Ok(next)
+    }
+
+    /// A string that does not lie whole in this piece (or has escapes):
+    /// give it a slot and read it in the `Str` state.
+    #[inline(never)]
+    fn open_string(&mut self, is_key: bool, i: usize) -> Result<usize, CodecError> {
         self.slots.push(Slot {
             pos: self.body.len(),
             major: self.str_major,
@@ -620,7 +978,7 @@ impl JsonToCbor {
         self.str_is_key = is_key;
         self.str_len = 0;
         self.state = State::Str;
-        Ok(())
+        Ok(i + 1)
     }
 
     /// Account for new string bytes appended to the body since `from`.
@@ -656,7 +1014,7 @@ impl JsonToCbor {
             }
             let mut cut = self.opts.window.max(1);
             if self.str_major == MAJOR_TEXT {
-                while cut > 0 && (content[cut] & 0xC0) == 0x80 {
+                while cut > 0 && cut < content.len() && (content[cut] & 0xC0) == 0x80 {
                     cut -= 1;
                 }
                 if cut == 0 {
@@ -758,6 +1116,7 @@ impl JsonToCbor {
         }
     }
 
+    #[inline(always)]
     fn end_key(&mut self, i: usize) -> Result<(), CodecError> {
         self.key_is_object = self.opts.watch
             && self.stack.len() == 1
@@ -767,6 +1126,11 @@ impl JsonToCbor {
         if !self.opts.dedupe_keys {
             return Ok(());
         }
+        self.dedupe_key(i)
+    }
+
+    /// Duplicate detection for the key just read.
+    fn dedupe_key(&mut self, i: usize) -> Result<(), CodecError> {
         let pair = self.pending_pair;
         match self.keys.key_end(self.key_start, pair) {
             KeyOutcome::New(idx) => {
@@ -826,31 +1190,40 @@ impl JsonToCbor {
     }
 
     /// A value just ended.
+    #[inline(always)]
     fn value_done(&mut self, out: &mut Vec<u8>) {
-        match self.stack.last().copied() {
-            None => {
-                let end = self.body.len();
-                self.flush(out, end);
-                self.body_base = 0;
-                self.slot_base = 0;
-                self.documents += 1;
-                self.state = if self.opts.watch {
-                    State::Value
-                } else {
-                    State::TopDone
-                };
-            }
+        match self.stack.last() {
+            None => self.document_done(out),
             Some(f) => {
                 if f.kind == Container::Object && self.opts.dedupe_keys && f.entry != NONE {
-                    let body_end = self.body_base + self.body.len() as u64;
-                    let slot_end = self.slot_base + self.slots.len() as u64;
-                    if let Some(p) = self.keys.payload_mut(f.entry) {
-                        p.body_end = body_end;
-                        p.slot_end = slot_end;
-                    }
+                    self.pair_done(f.entry);
                 }
                 self.state = State::AfterValue;
             }
+        }
+    }
+
+    /// A top-level value (a body or a watch event) just ended.
+    fn document_done(&mut self, out: &mut Vec<u8>) {
+        let end = self.body.len();
+        self.flush(out, end);
+        self.body_base = 0;
+        self.slot_base = 0;
+        self.documents += 1;
+        self.state = if self.opts.watch {
+            State::Value
+        } else {
+            State::TopDone
+        };
+    }
+
+    /// Record where the pair of key-set entry `entry` ends.
+    fn pair_done(&mut self, entry: usize) {
+        let body_end = self.body_base + self.body.len() as u64;
+        let slot_end = self.slot_base + self.slots.len() as u64;
+        if let Some(p) = self.keys.payload_mut(entry) {
+            p.body_end = body_end;
+            p.slot_end = slot_end;
         }
     }
 
@@ -859,12 +1232,17 @@ impl JsonToCbor {
     /// becomes an indefinite string whose next chunk starts with what is
     /// kept, `body[end..]`.
     fn flush(&mut self, out: &mut Vec<u8>, end: usize) {
-        out.reserve(end + self.slots.len() * 3);
+        // Room for every head and for `copy_run`'s overshoot.
+        out.reserve(end + self.slots.len() * 3 + 32);
         if self.holes.is_empty() {
             let mut cur = 0;
             for s in &self.slots {
-                out.extend_from_slice(&self.body[cur..s.pos]);
-                write_slot_head(out, s, end);
+                copy_run(out, &self.body, cur, s.pos);
+                if !s.open && s.len < 24 {
+                    out.push(s.major | s.len as u8);
+                } else {
+                    write_slot_head(out, s, end);
+                }
                 cur = s.pos;
             }
             out.extend_from_slice(&self.body[cur..end]);
@@ -875,6 +1253,7 @@ impl JsonToCbor {
         self.body_base += end as u64;
         self.slot_base += self.slots.len() as u64;
         self.body.drain(..end);
+        self.inline = 0;
         self.slots.clear();
         self.holes.clear();
         for f in &mut self.stack {
@@ -933,6 +1312,24 @@ impl JsonToCbor {
         }
         copy(out, &self.body, cur, end);
     }
+}
+
+/// Append `body[a..b]`. Runs between heads are mostly short: those are
+/// copied as a fixed 32 bytes (a few moves, no call) and cut back.
+#[inline(always)]
+fn copy_run(out: &mut Vec<u8>, body: &[u8], a: usize, b: usize) {
+    if b - a <= 32 {
+        if let Some(chunk) = body
+            .get(a..a + 32)
+            .and_then(|c| <&[u8; 32]>::try_from(c).ok())
+        {
+            let len = out.len();
+            out.extend_from_slice(chunk);
+            out.truncate(len + (b - a));
+            return;
+        }
+    }
+    out.extend_from_slice(&body[a..b]);
 }
 
 /// The head for a slot when `body[..end]` is written out.

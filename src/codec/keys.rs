@@ -4,9 +4,13 @@
 //! path turns it off).
 //!
 //! Keys are kept in one arena with stack discipline: closing a map drops its
-//! keys. Lookup is a linear scan for small maps and a hash index (with a
-//! per-process random seed, so crafted keys cannot force collisions) once a
-//! map grows past [`INDEX_AFTER`] keys.
+//! keys. Small maps use a cheap fingerprint per key: a 64-bit filter per map
+//! answers "certainly new" for most keys at once, and otherwise a linear scan
+//! compares fingerprints, then bytes (at most [`INDEX_AFTER`] entries, so the
+//! fingerprint needs no collision resistance). Once a map grows past
+//! [`INDEX_AFTER`] keys it gets a hash index with a per-process random seed,
+//! so crafted keys cannot force collisions. Index maps are kept for reuse, so
+//! a warmed-up key set allocates nothing.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -17,6 +21,7 @@ const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry<P> {
+    /// The fingerprint while the map is small; the seeded hash once indexed.
     hash: u64,
     start: u32,
     len: u32,
@@ -28,7 +33,48 @@ struct Entry<P> {
 struct MapFrame {
     first_entry: usize,
     arena_start: usize,
+    /// Two bits per key, from its fingerprint (small maps).
+    filter: u64,
     index: Option<HashMap<u64, u32>>,
+}
+
+/// A fast, unseeded fingerprint of a key (for small maps only): its length
+/// and first and last bytes, mixed. Equal keys have equal fingerprints.
+#[inline]
+fn fingerprint(key: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let n = key.len();
+    let word = |s: &[u8]| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&s[..8]);
+        u64::from_le_bytes(b)
+    };
+    let half = |s: &[u8]| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&s[..4]);
+        u32::from_le_bytes(b) as u64
+    };
+    let (a, b) = if n >= 8 {
+        (word(key), word(&key[n - 8..]))
+    } else if n >= 4 {
+        (half(key), half(&key[n - 4..]))
+    } else if n > 0 {
+        (
+            key[0] as u64 | (key[n / 2] as u64) << 8 | (key[n - 1] as u64) << 16,
+            0,
+        )
+    } else {
+        (0, 0)
+    };
+    let h = (a ^ (n as u64).rotate_right(8)).wrapping_mul(K) ^ b;
+    let h = h.wrapping_mul(K);
+    h ^ (h >> 32)
+}
+
+/// The filter bits of a fingerprint.
+#[inline]
+fn filter_bits(fp: u64) -> u64 {
+    (1u64 << (fp & 63)) | (1u64 << ((fp >> 6) & 63))
 }
 
 /// The key sets of the currently open maps; `P` is caller data kept per key.
@@ -37,8 +83,13 @@ pub(crate) struct KeySets<P> {
     arena: Vec<u8>,
     entries: Vec<Entry<P>>,
     frames: Vec<MapFrame>,
+    /// Emptied index maps of closed maps, for reuse.
+    spare: Vec<HashMap<u64, u32>>,
     hasher: RandomState,
 }
+
+/// Index maps kept for reuse at most (more are dropped).
+const MAX_SPARE: usize = 64;
 
 impl<P: Copy> KeySets<P> {
     pub fn new() -> Self {
@@ -46,6 +97,7 @@ impl<P: Copy> KeySets<P> {
             arena: Vec::new(),
             entries: Vec::new(),
             frames: Vec::new(),
+            spare: Vec::new(),
             hasher: RandomState::new(),
         }
     }
@@ -63,6 +115,7 @@ impl<P: Copy> KeySets<P> {
         self.frames.push(MapFrame {
             first_entry: self.entries.len(),
             arena_start: self.arena.len(),
+            filter: 0,
             index: None,
         });
     }
@@ -71,6 +124,12 @@ impl<P: Copy> KeySets<P> {
         if let Some(f) = self.frames.pop() {
             self.entries.truncate(f.first_entry);
             self.arena.truncate(f.arena_start);
+            if let Some(mut index) = f.index {
+                if self.spare.len() < MAX_SPARE {
+                    index.clear();
+                    self.spare.push(index);
+                }
+            }
         }
     }
 
@@ -83,19 +142,53 @@ impl<P: Copy> KeySets<P> {
         self.arena.extend_from_slice(b);
     }
 
+    /// A whole key: [`Self::key_start`], [`Self::key_bytes`] and
+    /// [`Self::key_end`] at once.
+    #[inline]
+    pub fn key(&mut self, key: &[u8], payload: P) -> KeyOutcome {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(key);
+        self.key_end(start, payload)
+    }
+
     /// The key begun at `start` is complete. If the innermost map already holds
     /// it, the key's bytes are dropped and `Dup(i)` names the earlier entry;
     /// otherwise the key is recorded with `payload` as `New(i)`.
+    #[inline]
     pub fn key_end(&mut self, start: usize, payload: P) -> KeyOutcome {
+        // The common case: a small map, and the filter says the key is new.
+        if let Some(frame) = self.frames.last_mut() {
+            if frame.index.is_none() && self.entries.len() - frame.first_entry < INDEX_AFTER {
+                let key = &self.arena[start..];
+                let fp = fingerprint(key);
+                let bits = filter_bits(fp);
+                if frame.filter & bits != bits {
+                    frame.filter |= bits;
+                    let idx = self.entries.len();
+                    self.entries.push(Entry {
+                        hash: fp,
+                        start: start as u32,
+                        len: key.len() as u32,
+                        next: NONE,
+                        payload,
+                    });
+                    return KeyOutcome::New(idx);
+                }
+            }
+        }
+        self.key_end_slow(start, payload)
+    }
+
+    fn key_end_slow(&mut self, start: usize, payload: P) -> KeyOutcome {
         let Some(frame) = self.frames.last_mut() else {
             self.arena.truncate(start);
             return KeyOutcome::New(usize::MAX);
         };
         let key = &self.arena[start..];
-        let hash = self.hasher.hash_one(key);
         let count = self.entries.len() - frame.first_entry;
-        let found = match &frame.index {
+        let (found, mut hash) = match &frame.index {
             Some(index) => {
+                let hash = self.hasher.hash_one(key);
                 let mut at = index.get(&hash).copied().unwrap_or(NONE);
                 let mut hit = None;
                 while at != NONE {
@@ -108,34 +201,55 @@ impl<P: Copy> KeySets<P> {
                     }
                     at = e.next;
                 }
-                hit
+                (hit, hash)
             }
-            None => (frame.first_entry..self.entries.len()).find(|&i| {
-                let e = &self.entries[i];
-                e.hash == hash && &self.arena[e.start as usize..(e.start + e.len) as usize] == key
-            }),
+            None => {
+                let fp = fingerprint(key);
+                let bits = filter_bits(fp);
+                let hit = if frame.filter & bits != bits {
+                    None
+                } else {
+                    (frame.first_entry..self.entries.len()).find(|&i| {
+                        let e = &self.entries[i];
+                        e.hash == fp
+                            && e.len as usize == key.len()
+                            && &self.arena[e.start as usize..(e.start + e.len) as usize] == key
+                    })
+                };
+                if hit.is_none() {
+                    frame.filter |= bits;
+                }
+                (hit, fp)
+            }
         };
         if let Some(i) = found {
             self.arena.truncate(start);
             return KeyOutcome::Dup(i);
         }
         let idx = self.entries.len() as u32;
+        if frame.index.is_none() && count + 1 > INDEX_AFTER {
+            // The map has grown: index it, with seeded hashes from now on.
+            let mut index = self.spare.pop().unwrap_or_default();
+            index.reserve(count * 2);
+            for i in frame.first_entry..self.entries.len() {
+                let e = &self.entries[i];
+                let h = self
+                    .hasher
+                    .hash_one(&self.arena[e.start as usize..(e.start + e.len) as usize]);
+                let prev = index.insert(h, i as u32).unwrap_or(NONE);
+                self.entries[i].hash = h;
+                self.entries[i].next = prev;
+            }
+            hash = self.hasher.hash_one(&self.arena[start..]);
+            frame.index = Some(index);
+        }
         let mut entry = Entry {
             hash,
             start: start as u32,
-            len: key.len() as u32,
+            len: (self.arena.len() - start) as u32,
             next: NONE,
             payload,
         };
-        if frame.index.is_none() && count + 1 > INDEX_AFTER {
-            let mut index = HashMap::with_capacity(count * 2);
-            for i in frame.first_entry..self.entries.len() {
-                let h = self.entries[i].hash;
-                let prev = index.insert(h, i as u32).unwrap_or(NONE);
-                self.entries[i].next = prev;
-            }
-            frame.index = Some(index);
-        }
         if let Some(index) = frame.index.as_mut() {
             entry.next = index.insert(hash, idx).unwrap_or(NONE);
         }

@@ -18,11 +18,17 @@ pub(crate) const MAJOR_MAP: u8 = 5 << 5;
 pub const SELF_DESCRIBED: [u8; 3] = [0xd9, 0xd9, 0xf7];
 
 /// Append a CBOR head (major type + argument) in its shortest form.
-#[inline]
+#[inline(always)]
 pub(crate) fn write_head(out: &mut Vec<u8>, major: u8, arg: u64) {
     if arg < 24 {
         out.push(major | arg as u8);
-    } else if arg <= u8::MAX as u64 {
+    } else {
+        write_long_head(out, major, arg);
+    }
+}
+
+fn write_long_head(out: &mut Vec<u8>, major: u8, arg: u64) {
+    if arg <= u8::MAX as u64 {
         out.extend_from_slice(&[major | 24, arg as u8]);
     } else if arg <= u16::MAX as u64 {
         out.push(major | 25);

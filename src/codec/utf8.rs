@@ -157,6 +157,107 @@ impl Utf8Stream {
     }
 }
 
+/// Bytes that end a plain run inside a JSON string: `"`, `\` and control
+/// characters (the bytes JSON requires to be escaped).
+static STR_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Length of the plain run at the start of `s`: bytes up to (not including)
+/// the first `"`, `\` or control character. Eight bytes at a time.
+#[inline]
+pub(crate) fn plain_run(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= s.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        let v = u64::from_le_bytes(w);
+        let q = v ^ (ONES * b'"' as u64);
+        let b = v ^ (ONES * b'\\' as u64);
+        // Per byte: zero (quote, backslash) or below 0x20. Only the lowest
+        // flagged byte is exact, which is the one wanted.
+        let hit = (q.wrapping_sub(ONES) & !q
+            | b.wrapping_sub(ONES) & !b
+            | v.wrapping_sub(ONES * 0x20) & !v)
+            & HIGH;
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < s.len() && !STR_STOP[s[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
+/// Like [`plain_run`], but also stops at the first non-ASCII byte.
+#[inline]
+pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= s.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        let v = u64::from_le_bytes(w);
+        let q = v ^ (ONES * b'"' as u64);
+        let b = v ^ (ONES * b'\\' as u64);
+        let hit = (q.wrapping_sub(ONES) & !q
+            | b.wrapping_sub(ONES) & !b
+            | v.wrapping_sub(ONES * 0x20) & !v
+            | v)
+            & HIGH;
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < s.len() && s[i] < 0x80 && !STR_STOP[s[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
+/// [`plain_ascii_run`] of `s[..n]`, reading whole words from `s` beyond `n`
+/// where it has them (the caller's string sits inside a larger buffer).
+#[inline(always)]
+pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i < n && i + 8 <= s.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        let v = u64::from_le_bytes(w);
+        let q = v ^ (ONES * b'"' as u64);
+        let b = v ^ (ONES * b'\\' as u64);
+        let hit = (q.wrapping_sub(ONES) & !q
+            | b.wrapping_sub(ONES) & !b
+            | v.wrapping_sub(ONES * 0x20) & !v
+            | v)
+            & HIGH;
+        if hit != 0 {
+            return n.min(i + (hit.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    if i >= n {
+        return n;
+    }
+    i + plain_ascii_run(&s[i..n])
+}
+
 /// Go's conversion of arbitrary bytes to a valid string, all at once.
 pub fn go_lossy(bytes: &[u8]) -> Vec<u8> {
     struct V(Vec<u8>);
@@ -229,6 +330,43 @@ mod tests {
             let whole = go_lossy(s);
             for c in 1..5 {
                 assert_eq!(lossy_chunked(s, c), whole, "{s:?} chunk {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_runs_stop_where_a_byte_loop_does() {
+        let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        let mut seed = 7u64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let s: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let r = (seed >> 33) as u8;
+                        // Mostly plain bytes, some of each special kind.
+                        match r % 16 {
+                            0 => b'"',
+                            1 => b'\\',
+                            2 => r % 0x20,
+                            3 => 0x80 | r,
+                            4 => 0x1f + (r & 1),
+                            _ => b'a' + r % 26,
+                        }
+                    })
+                    .collect();
+                let want = s.iter().position(|&b| special(b)).unwrap_or(s.len());
+                assert_eq!(plain_run(&s), want, "{s:?}");
+                let want = s
+                    .iter()
+                    .position(|&b| special(b) || b >= 0x80)
+                    .unwrap_or(s.len());
+                assert_eq!(plain_ascii_run(&s), want, "{s:?}");
+                for n in 0..=s.len() {
+                    assert_eq!(plain_ascii_prefix(&s, n), want.min(n), "{s:?} {n}");
+                }
             }
         }
     }

@@ -35,6 +35,8 @@ impl Readiness {
 
 pub struct Upstream {
     pub url: UpstreamUrl,
+    /// Client certificate and key presented to the upstream, if configured.
+    client_cert: Option<Arc<pingora::utils::tls::CertKey>>,
     connect_timeout: Duration,
     header_timeout: Duration,
     insecure: bool,
@@ -43,7 +45,16 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn new(config: &Config) -> Result<Self, ConfigError> {
+        let client_cert = if config.upstream.client_cert.is_empty() {
+            None
+        } else {
+            Some(Arc::new(load_cert_key(
+                &config.upstream.client_cert,
+                &config.upstream.client_key,
+            )?))
+        };
         Ok(Upstream {
+            client_cert,
             url: UpstreamUrl::parse(&config.upstream.url)?,
             connect_timeout: Duration::from_millis(config.upstream.connect_timeout_ms),
             header_timeout: Duration::from_secs(config.upstream.response_header_timeout_seconds),
@@ -66,6 +77,7 @@ impl Upstream {
         } else {
             Some(self.header_timeout)
         };
+        peer.client_cert_key = self.client_cert.clone();
         if self.insecure {
             peer.options.verify_cert = false;
             peer.options.verify_hostname = false;
@@ -92,5 +104,22 @@ impl Upstream {
 
     pub fn saw_failure(&self) {
         self.readiness.failed();
+    }
+}
+
+/// Read a PEM certificate chain and private key for the upstream connection.
+fn load_cert_key(cert: &str, key: &str) -> Result<pingora::utils::tls::CertKey, ConfigError> {
+    let bad = |why: String| {
+        ConfigError(format!(
+            "upstream.client_cert/client_key ({cert}, {key}): {why}"
+        ))
+    };
+    match pingora::tls::load_certs_and_key_files(cert, key) {
+        Ok(Some((certs, key))) => Ok(pingora::utils::tls::CertKey::new(
+            certs.iter().map(|c| c.to_vec()).collect(),
+            key.secret_der().to_vec(),
+        )),
+        Ok(None) => Err(bad("no certificate or no private key found".into())),
+        Err(e) => Err(bad(e.to_string())),
     }
 }

@@ -1,0 +1,63 @@
+//! Regression tests for inputs found by the fuzz targets (`fuzz/`). Each
+//! feeds the exact bytes libFuzzer found and asserts a clean result.
+
+use cborgate::codec::{
+    CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, StringMode,
+    Transcoder,
+};
+
+/// Feed `input` in pieces of `size` bytes (0: whole), then finish.
+fn run<T: Transcoder>(mut t: T, input: &[u8], size: usize) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::new();
+    if size == 0 {
+        t.feed(input, &mut out)?;
+    } else {
+        for piece in input.chunks(size) {
+            t.feed(piece, &mut out)?;
+        }
+    }
+    t.finish(&mut out)?;
+    Ok(out)
+}
+
+/// JSON → CBOR whole and byte at a time (same output), then back to JSON.
+fn json_round_trip(opts: JsonToCborOptions, json: &[u8]) -> Vec<u8> {
+    let cbor = run(JsonToCbor::new(opts), json, 0).expect("JSON → CBOR");
+    let split = run(JsonToCbor::new(opts), json, 1).expect("JSON → CBOR, byte at a time");
+    assert_eq!(cbor, split, "output depends on chunking");
+    let dopts = CborToJsonOptions {
+        sequence: opts.watch,
+        ..CborToJsonOptions::default()
+    };
+    run(CborToJson::new(dopts), &cbor, 0).expect("CBOR → JSON")
+}
+
+fn text(window: usize) -> JsonToCborOptions {
+    JsonToCborOptions {
+        strings: StringMode::Text,
+        window,
+        dedupe_keys: false,
+        ..JsonToCborOptions::default()
+    }
+}
+
+/// fuzz json_to_cbor crash-45269bec: `[28, 135] "a"` (text strings, window 1).
+/// A text string whose buffered content reached exactly the window indexed
+/// one past its end while looking for a character boundary (panic).
+#[test]
+fn text_string_exactly_window_long() {
+    assert_eq!(json_round_trip(text(1), br#""a""#), br#""a""#);
+    assert_eq!(json_round_trip(text(2), br#""ab""#), br#""ab""#);
+    assert_eq!(
+        json_round_trip(text(2), "\"é\"".as_bytes()),
+        "\"é\"".as_bytes()
+    );
+    assert_eq!(
+        json_round_trip(text(1), "[\"aé€😀\",\"x\"]".as_bytes()),
+        "[\"aé€😀\",\"x\"]".as_bytes()
+    );
+    assert_eq!(
+        json_round_trip(text(16), br#""0123456789abcdef""#),
+        br#""0123456789abcdef""#
+    );
+}
