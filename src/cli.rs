@@ -137,8 +137,9 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                 }
             };
             init_logging(&config);
+            let grace = std::time::Duration::from_secs(config.server.grace_period_seconds);
             match crate::server::build(config) {
-                Ok(server) => server.run_forever(),
+                Ok(server) => crate::server::run(server, grace),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)

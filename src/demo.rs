@@ -79,8 +79,9 @@ pub fn run(args: DemoArgs) -> ExitCode {
          \n\nCtrl-C stops.",
         admin = args.admin
     );
+    let grace = std::time::Duration::from_secs(config.server.grace_period_seconds);
     match crate::server::build(config) {
-        Ok(server) => server.run_forever(),
+        Ok(server) => crate::server::run(server, grace),
         Err(e) => {
             eprintln!("cborgate: {e}");
             ExitCode::from(2)

@@ -5,10 +5,65 @@
 use crate::admin::Admin;
 use crate::config::{Config, ConfigError};
 use crate::proxy::Gate;
+use async_trait::async_trait;
 use pingora::server::configuration::{Opt, ServerConf};
-use pingora::server::Server;
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::listening::Service;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Short (not long-running) requests in flight; shutdown waits for them.
+pub static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// SIGTERM: stop accepting (pingora), let short requests finish, then exit 0
+/// as soon as none is left or the grace period is over. Watches and other
+/// long-running streams are ended then; clients re-watch. SIGINT: fast exit.
+struct Drain {
+    grace: Duration,
+}
+
+#[async_trait]
+impl ShutdownSignalWatch for Drain {
+    async fn recv(&self) -> ShutdownSignal {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::quit()),
+        ) else {
+            tracing::error!("cannot install signal handlers; waiting forever");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = quit.recv() => {}
+            _ = int.recv() => return ShutdownSignal::FastShutdown,
+        }
+        let grace = self.grace;
+        tracing::info!(grace_seconds = grace.as_secs(), "SIGTERM: draining");
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while IN_FLIGHT.load(Ordering::Acquire) > 0 && started.elapsed() < grace {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            tracing::info!(
+                in_flight = IN_FLIGHT.load(Ordering::Acquire),
+                "drained; exiting"
+            );
+            std::process::exit(0);
+        });
+        ShutdownSignal::GracefulTerminate
+    }
+}
+
+/// Run until SIGTERM (drain, exit 0) or SIGINT (exit at once).
+pub fn run(server: Server, grace: Duration) -> ! {
+    server.run(RunArgs {
+        shutdown_signal: Box::new(Drain { grace }),
+    });
+    std::process::exit(0)
+}
 
 /// Build the server. Errors are configuration problems (exit status 2).
 pub fn build(config: Config) -> Result<Server, ConfigError> {
@@ -16,8 +71,9 @@ pub fn build(config: Config) -> Result<Server, ConfigError> {
     let config = Arc::new(config);
     let conf = ServerConf {
         threads: config.server.threads,
-        grace_period_seconds: Some(0),
-        graceful_shutdown_timeout_seconds: Some(config.server.grace_period_seconds),
+        // The drain watchdog exits earlier when nothing is in flight.
+        grace_period_seconds: Some(config.server.grace_period_seconds),
+        graceful_shutdown_timeout_seconds: Some(1),
         ca_file: (!config.upstream.ca_file.is_empty()).then(|| config.upstream.ca_file.clone()),
         ..ServerConf::default()
     };

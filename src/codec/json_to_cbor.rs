@@ -610,76 +610,94 @@ impl JsonToCbor {
         mut i: usize,
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
-        #[derive(Clone, Copy)]
-        enum Step {
-            Key,
-            Value,
-            After,
-        }
-        let mut step = match self.state {
-            State::Key | State::ObjectFirst => Step::Key,
-            State::Value | State::ArrayFirst => Step::Value,
-            State::AfterValue => Step::After,
+        // Each round: a key (in objects), a value, then commas and closers.
+        let mut key = match self.state {
+            State::Key | State::ObjectFirst => true,
+            State::Value | State::ArrayFirst => false,
+            State::AfterValue => {
+                // Finish the pending round first.
+                match self.after_values(input, i, out)? {
+                    (j, Some(key)) => {
+                        i = j;
+                        key
+                    }
+                    (j, None) => return Ok(j),
+                }
+            }
             _ => return Ok(i),
         };
         loop {
+            if key {
+                if input.get(i) != Some(&b'"') {
+                    return Ok(i);
+                }
+                self.window_check(out);
+                i = self.begin_string(true, input, i, out)?;
+                if self.state != State::Value {
+                    return Ok(i);
+                }
+            }
             let Some(&b) = input.get(i) else {
                 return Ok(i);
             };
-            match step {
-                Step::Key => {
-                    if b != b'"' {
-                        return Ok(i);
-                    }
-                    self.window_check(out);
-                    i = self.begin_string(true, input, i, out)?;
-                    if self.state != State::Value {
-                        return Ok(i);
-                    }
-                    step = Step::Value;
+            if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
+                return Ok(i);
+            }
+            self.window_check(out);
+            i = self.begin_value(b, input, i, out)?;
+            match self.state {
+                State::AfterValue => {}
+                State::ObjectFirst => {
+                    key = true;
+                    continue;
                 }
-                Step::Value => {
-                    if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
-                        return Ok(i);
-                    }
-                    self.window_check(out);
-                    i = self.begin_value(b, input, i, out)?;
-                    step = match self.state {
-                        State::AfterValue => Step::After,
-                        State::ObjectFirst => Step::Key,
-                        State::ArrayFirst => Step::Value,
-                        _ => return Ok(i),
-                    };
+                State::ArrayFirst => {
+                    key = false;
+                    continue;
                 }
-                Step::After => {
-                    let Some(top) = self.stack.last() else {
-                        return Ok(i);
-                    };
-                    match (b, top.kind) {
-                        (b',', Container::Object) => {
-                            self.state = State::Key;
-                            step = Step::Key;
-                        }
-                        (b',', Container::Array) => {
-                            self.state = State::Value;
-                            step = Step::Value;
-                        }
-                        (b'}', Container::Object) => {
-                            self.close(Container::Object, i, out)?;
-                            if self.state != State::AfterValue {
-                                return Ok(i + 1);
-                            }
-                        }
-                        (b']', Container::Array) => {
-                            self.close(Container::Array, i, out)?;
-                            if self.state != State::AfterValue {
-                                return Ok(i + 1);
-                            }
-                        }
-                        _ => return Ok(i),
-                    }
-                    i += 1;
+                _ => return Ok(i),
+            }
+            match self.after_values(input, i, out)? {
+                (j, Some(k)) => {
+                    i = j;
+                    key = k;
                 }
+                (j, None) => return Ok(j),
+            }
+        }
+    }
+
+    /// In state `AfterValue`: closers, then a comma. Returns where it stopped
+    /// and, after a comma, whether a key (rather than a value) comes next;
+    /// `None` when it stopped for anything else (left to
+    /// [`Self::structural`]).
+    #[inline(always)]
+    fn after_values(
+        &mut self,
+        input: &[u8],
+        mut i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(usize, Option<bool>), CodecError> {
+        loop {
+            let (Some(&b), Some(top)) = (input.get(i), self.stack.last()) else {
+                return Ok((i, None));
+            };
+            match (b, top.kind) {
+                (b',', Container::Object) => {
+                    self.state = State::Key;
+                    return Ok((i + 1, Some(true)));
+                }
+                (b',', Container::Array) => {
+                    self.state = State::Value;
+                    return Ok((i + 1, Some(false)));
+                }
+                (b'}', Container::Object) => self.close(Container::Object, i, out)?,
+                (b']', Container::Array) => self.close(Container::Array, i, out)?,
+                _ => return Ok((i, None)),
+            }
+            i += 1;
+            if self.state != State::AfterValue {
+                return Ok((i, None));
             }
         }
     }

@@ -45,6 +45,10 @@ pub struct RequestCtx {
     upstream_started: Option<Instant>,
     upstream_time: Option<Duration>,
     watch_counted: bool,
+    /// Counted in `cborgate_upgrades_active` with this protocol label.
+    upgrade: Option<&'static str>,
+    /// Counted in `server::IN_FLIGHT` (a short request).
+    in_flight: bool,
     status: u16,
 }
 
@@ -152,6 +156,8 @@ impl ProxyHttp for Gate {
             upstream_started: None,
             upstream_time: None,
             watch_counted: false,
+            in_flight: false,
+            upgrade: None,
             status: 0,
         }
     }
@@ -178,6 +184,10 @@ impl ProxyHttp for Gate {
             upgrade,
         };
         let p = plan(&head, self.mode);
+        if !p.long_running {
+            crate::server::IN_FLIGHT.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            ctx.in_flight = true;
+        }
         if let Some(reply) = &p.reply {
             let (status, format) = reply_status(reply);
             let m = metrics();
@@ -315,6 +325,21 @@ impl ProxyHttp for Gate {
         }
         self.upstream.saw_response();
         let m = metrics();
+        if ctx.status == 101 {
+            let proto = session
+                .req_header()
+                .headers
+                .get("upgrade")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.to_ascii_lowercase());
+            let label = match proto.as_deref() {
+                Some(p) if p.starts_with("spdy") => "spdy",
+                Some("websocket") => "websocket",
+                _ => "other",
+            };
+            m.upgrades_active.with_label_values(&[label]).inc();
+            ctx.upgrade = Some(label);
+        }
         match ctx.status {
             415 => m
                 .unsupported_media_type_total
@@ -380,11 +405,19 @@ impl ProxyHttp for Gate {
 
     fn response_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
+        if ctx.watch_counted && session.is_process_shutting_down() && !end_of_stream {
+            // Draining: end watches (clients re-watch) instead of holding the
+            // process until the grace period runs out.
+            return Err(Error::explain(
+                ErrorType::HTTPStatus(503),
+                "watch ended: cborgate is shutting down",
+            ));
+        }
         let Some(codec) = ctx.response_codec.as_mut() else {
             return Ok(None);
         };
@@ -407,8 +440,14 @@ impl ProxyHttp for Gate {
     }
 
     fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
-        // Bad request bodies are the client's problem, answered with a Status.
+        // Bad request bodies are the client's problem, answered with a Status;
+        // clients hanging up on a watch is how watches end.
         matches!(e.etype(), ErrorType::HTTPStatus(400 | 413))
+            || (e.esource() == &pingora::ErrorSource::Downstream
+                && matches!(
+                    e.etype(),
+                    ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
+                ))
     }
 
     fn fail_to_connect(
@@ -494,9 +533,16 @@ impl ProxyHttp for Gate {
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let m = metrics();
+        if ctx.in_flight {
+            crate::server::IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            ctx.in_flight = false;
+        }
         if ctx.watch_counted {
             m.watch_streams_active.dec();
             ctx.watch_counted = false;
+        }
+        if let Some(label) = ctx.upgrade.take() {
+            m.upgrades_active.with_label_values(&[label]).dec();
         }
         let code = match (ctx.status, session.response_written()) {
             (0, Some(r)) => r.status.as_u16(),

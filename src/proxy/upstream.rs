@@ -78,6 +78,11 @@ impl Upstream {
             Some(self.header_timeout)
         };
         peer.client_cert_key = self.client_cert.clone();
+        // pingora forwards only WebSocket upgrades by default; kubectl falls
+        // back to SPDY/3.1 for exec, attach and port-forward, so keep any
+        // upgrade handshake whole (this applies only when `Upgrade` is present).
+        peer.options.http_upstream_request_policy.h1_upgrade =
+            pingora::upstreams::peer::H1UpgradePolicy::Preserve;
         if self.insecure {
             peer.options.verify_cert = false;
             peer.options.verify_hostname = false;

@@ -190,3 +190,10 @@ pub fn once(
 ) -> Resp {
     Conn::connect(addr).request(method, path, headers, body)
 }
+
+impl Conn {
+    /// Raw bytes from the socket; 0 when closed or failed.
+    pub fn raw_read(&mut self, buf: &mut [u8]) -> usize {
+        self.r.read(buf).unwrap_or(0)
+    }
+}

@@ -1,0 +1,510 @@
+//! Long-lived and large: watches through the proxy (complete, in order,
+//! prompt), many idle watches, a LIST far larger than memory, upgrades, and
+//! SIGTERM while requests are in flight. Loopback only, bounded in time.
+
+mod support;
+
+use cborgate::codec::{
+    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCborOptions,
+};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+use support::harness::Harness;
+use support::http::{once, Conn};
+
+const CMS: &str = "/api/v1/namespaces/load/configmaps";
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Reads a cbor-seq body chunk by chunk and splits it into items.
+struct SeqReader {
+    conn: Conn,
+    pending: Vec<u8>,
+    done: bool,
+}
+
+impl SeqReader {
+    /// The next whole CBOR item, as JSON; `None` at the end of the stream.
+    fn next_event(&mut self) -> Option<Value> {
+        loop {
+            if let Some(n) = item_len(&self.pending) {
+                let item: Vec<u8> = self.pending.drain(..n).collect();
+                let json = cbor_to_json(&item, CborToJsonOptions::default()).unwrap();
+                return Some(serde_json::from_slice(&json).unwrap());
+            }
+            if self.done {
+                assert!(self.pending.is_empty(), "stream ended mid-item");
+                return None;
+            }
+            match self.conn.chunk() {
+                Some(c) => self.pending.extend(c),
+                None => self.done = true,
+            }
+        }
+    }
+}
+
+/// Length of the first complete CBOR item in `b`, if it is all there.
+fn item_len(b: &[u8]) -> Option<usize> {
+    // Try decoding growing prefixes cheaply: CborToJson reports Truncated
+    // until the item is complete; find the item end by scanning with the
+    // sequence decoder's document count.
+    let mut t = CborToJson::new(CborToJsonOptions {
+        sequence: true,
+        ..Default::default()
+    });
+    let mut sink = Vec::new();
+    for (i, byte) in b.iter().enumerate() {
+        t.feed(std::slice::from_ref(byte), &mut sink).ok()?;
+        if t.documents() == 1 {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+fn open_watch(h: &Harness, query: &str) -> SeqReader {
+    let mut conn = Conn::connect(h.proxy);
+    conn.send(
+        "GET",
+        &format!("{CMS}?watch=1&{query}"),
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    let head = conn.head();
+    assert_eq!(head.status, 200);
+    let ct = head
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .unwrap();
+    assert_eq!(ct.1, "application/cbor-seq");
+    SeqReader {
+        conn,
+        pending: Vec::new(),
+        done: false,
+    }
+}
+
+#[test]
+fn a_watch_of_10000_events_arrives_complete_and_in_order() {
+    let h = Harness::start("legacy", &[]);
+    let rv = h.standin().resource_version();
+    let mut w = open_watch(&h, &format!("resourceVersion={rv}"));
+    // The same events, read directly from the upstream as JSON.
+    let mut direct = TcpStream::connect(h.upstream).unwrap();
+    write!(direct, "GET {CMS}?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n").unwrap();
+    h.standin().emit_configmaps("load", 10_000);
+    let mut direct = BufReader::new(direct);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        direct.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut n = 0;
+    let mut last_rv = 0u64;
+    while n < 10_000 {
+        let ours = w.next_event().expect("stream ended early");
+        if ours["type"] == "BOOKMARK" {
+            continue;
+        }
+        // Next JSON event from the direct stream (chunked; one event per line).
+        let theirs = loop {
+            line.clear();
+            direct.read_line(&mut line).unwrap();
+            let t = line.trim();
+            if t.starts_with('{') {
+                let v: Value = serde_json::from_str(t).unwrap();
+                if v["type"] != "BOOKMARK" {
+                    break t.to_string();
+                }
+            }
+        };
+        // Each event equals the transcoded upstream event.
+        let expect = json_to_cbor(
+            theirs.as_bytes(),
+            JsonToCborOptions {
+                watch: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let expect: Value = serde_json::from_slice(
+            &cbor_to_json(
+                &expect,
+                CborToJsonOptions {
+                    sequence: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(ours, expect, "event {n}");
+        let rv: u64 = ours["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rv > last_rv, "in order");
+        last_rv = rv;
+        n += 1;
+    }
+    assert_eq!(n, 10_000);
+}
+
+#[test]
+fn events_reach_the_client_promptly() {
+    let h = Harness::start("legacy", &[]);
+    let ns = once(
+        h.upstream,
+        "POST",
+        "/api/v1/namespaces",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"load"}}"#),
+    );
+    assert_eq!(ns.status, 201);
+    let mut w = open_watch(&h, "allowWatchBookmarks=false");
+    let mut delays = Vec::new();
+    for i in 0..20 {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"p-{i}","namespace":"load"}}}}"#
+        );
+        let t = Instant::now();
+        let r = once(
+            h.upstream,
+            "POST",
+            CMS,
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        loop {
+            let e = w.next_event().unwrap();
+            if e["object"]["metadata"]["name"] == format!("p-{i}") {
+                break;
+            }
+        }
+        delays.push(t.elapsed());
+    }
+    delays.sort();
+    let worst = *delays.last().unwrap();
+    println!(
+        "watch event delay through the proxy (create -> client): median {:?}, max {:?}",
+        delays[delays.len() / 2],
+        worst
+    );
+    assert!(worst < Duration::from_millis(100), "max delay {worst:?}");
+}
+
+#[test]
+fn a_thousand_idle_watches() {
+    let h = Harness::start("legacy", &[]);
+    let pid = h.child.id();
+    // Warm up one watch so lazily built state is not counted per watch.
+    let _w0 = open_watch(&h, "timeoutSeconds=600");
+    std::thread::sleep(Duration::from_millis(200));
+    let before = rss_kib(pid, "VmRSS:");
+    let mut watches = Vec::new();
+    for _ in 0..1000 {
+        watches.push(open_watch(&h, "timeoutSeconds=600"));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_kib(pid, "VmRSS:");
+    let per = (after.saturating_sub(before)) as f64 / 1000.0;
+    println!("1000 idle watches: cborgate RSS {before} KiB -> {after} KiB, {per:.1} KiB per watch");
+    assert_eq!(h.metric("cborgate_watch_streams_active", &[]), 1001.0);
+    // Still serving.
+    assert_eq!(
+        once(
+            h.proxy,
+            "GET",
+            "/api/v1/namespaces/demo/configmaps",
+            &[("Accept", "application/cbor")],
+            None
+        )
+        .status,
+        200
+    );
+    drop(watches);
+}
+
+/// An upstream that answers any GET with a PodList of `pods` pods as chunked
+/// JSON, generated on the fly (so the test holds none of it).
+fn big_list_upstream(pods: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+                let chunk = |w: &mut TcpStream, data: &[u8]| -> std::io::Result<()> {
+                    write!(w, "{:x}\r\n", data.len())?;
+                    w.write_all(data)?;
+                    w.write_all(b"\r\n")
+                };
+                let pad = "x".repeat(6000);
+                let mut buf = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#.to_vec();
+                for i in 0..pods {
+                    if i > 0 {
+                        buf.push(b',');
+                    }
+                    buf.extend_from_slice(format!(r#"{{"metadata":{{"name":"pod-{i}","namespace":"big","labels":{{"app":"a{}"}}}},"spec":{{"containers":[{{"name":"c","image":"img:{i}","args":["{pad}"]}}],"priority":{i},"ratio":1.5}},"status":{{"phase":"Running"}}}}"#, i % 7).as_bytes());
+                    if buf.len() > 64 * 1024 {
+                        if chunk(&mut w, &buf).is_err() {
+                            return;
+                        }
+                        buf.clear();
+                    }
+                }
+                buf.extend_from_slice(b"]}");
+                let _ = chunk(&mut w, &buf);
+                let _ = w.write_all(b"0\r\n\r\n");
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_200_mib_list_streams_in_bounded_memory() {
+    let pods = 35_000; // about 6.2 KB each: > 200 MiB of JSON
+    let upstream = big_list_upstream(pods);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let pid = h.child.id();
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/pods",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    let head = c.head();
+    assert_eq!(head.status, 200);
+    let mut t = CborToJson::new(CborToJsonOptions::default());
+    let mut json_bytes = 0u64;
+    let mut cbor_bytes = 0u64;
+    let mut out = Vec::new();
+    let mut peak = 0;
+    let mut n = 0u64;
+    while let Some(chunk) = c.chunk() {
+        cbor_bytes += chunk.len() as u64;
+        t.feed(&chunk, &mut out).unwrap();
+        json_bytes += out.len() as u64;
+        out.clear();
+        n += 1;
+        if n % 256 == 0 {
+            peak = peak.max(rss_kib(pid, "VmHWM:"));
+        }
+    }
+    t.finish(&mut out).unwrap();
+    peak = peak.max(rss_kib(pid, "VmHWM:"));
+    println!(
+        "LIST of {pods} pods: {:.1} MiB of JSON upstream -> {:.1} MiB of CBOR; cborgate peak RSS {} KiB",
+        json_bytes as f64 / 1048576.0,
+        cbor_bytes as f64 / 1048576.0,
+        peak
+    );
+    assert!(json_bytes > 200 * 1024 * 1024, "{json_bytes}");
+    assert!(peak < 128 * 1024, "peak RSS {peak} KiB");
+}
+
+#[test]
+fn websocket_and_spdy_upgrades_carry_bytes_both_ways() {
+    let h = Harness::start("legacy", &[]);
+    for (proto, extra) in [
+        (
+            "websocket",
+            vec![
+                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                ("Sec-WebSocket-Version", "13"),
+                ("Sec-WebSocket-Protocol", "v5.channel.k8s.io"),
+            ],
+        ),
+        (
+            "SPDY/3.1",
+            vec![("X-Stream-Protocol-Version", "v4.channel.k8s.io")],
+        ),
+    ] {
+        let mut s = TcpStream::connect(h.proxy).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = format!("POST /api/v1/namespaces/demo/pods/pod-demo/exec?command=sh&stdin=true HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: {proto}\r\n");
+        for (k, v) in &extra {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut status = String::new();
+        r.read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 101"), "{proto}: {status}");
+        loop {
+            let mut l = String::new();
+            r.read_line(&mut l).unwrap();
+            if l == "\r\n" {
+                break;
+            }
+        }
+        for round in 0..3 {
+            let msg = format!("{proto} round {round} \u{0}\u{1}\u{ff} bytes");
+            s.write_all(msg.as_bytes()).unwrap();
+            let mut got = vec![0; msg.len()];
+            r.read_exact(&mut got).unwrap();
+            assert_eq!(got, msg.as_bytes(), "{proto} echo");
+        }
+        let label = if proto == "websocket" {
+            "websocket"
+        } else {
+            "spdy"
+        };
+        assert_eq!(
+            h.metric("cborgate_upgrades_active", &[("protocol", label)]),
+            1.0
+        );
+        drop(r);
+        drop(s);
+        let t = Instant::now();
+        while h.metric("cborgate_upgrades_active", &[("protocol", label)]) != 0.0 {
+            assert!(t.elapsed() < Duration::from_secs(5), "upgrade gauge stuck");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            h.metric(
+                "cborgate_requests_total",
+                &[("verb", "CONNECT"), ("code", "101")]
+            ) >= 1.0
+        );
+    }
+}
+
+#[test]
+fn sigterm_lets_short_requests_finish_ends_watches_and_exits_0() {
+    // An upstream that answers its first request after 1.5 s.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let slow = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1500));
+                let body = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slow"}}"#;
+                let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+                let _ = w.write_all(body);
+            });
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("cborgate-term-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.toml");
+    std::fs::write(&conf, "[server]\ngrace_period_seconds = 5\n").unwrap();
+    let h = Harness::start("legacy", &["--config", conf.to_str().unwrap()]);
+    // A second proxy in front of the slow upstream carries the slow request.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut slow_proxy = Harness::proxy_to(
+        &format!("http://{slow}"),
+        "legacy",
+        &["--config", conf.to_str().unwrap()],
+        rt,
+    );
+    let mut w = open_watch(&h, "timeoutSeconds=600");
+    let slow_addr = slow_proxy.proxy;
+    let slow_req = std::thread::spawn(move || {
+        once(
+            slow_addr,
+            "GET",
+            "/api/v1/namespaces/demo/configmaps/slow",
+            &[("Accept", "application/cbor")],
+            None,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    for pid in [h.child.id(), slow_proxy.child.id()] {
+        assert!(std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+    }
+    // The slow request completes.
+    let r = slow_req.join().unwrap();
+    assert_eq!(r.status, 200);
+    let v: Value =
+        serde_json::from_slice(&cbor_to_json(&r.body, CborToJsonOptions::default()).unwrap())
+            .unwrap();
+    assert_eq!(v["metadata"]["name"], "slow");
+    // The watch ends (the stand-in sends bookmarks every second, or the grace period runs out).
+    let mut ended = false;
+    while t.elapsed() < Duration::from_secs(15) {
+        let mut buf = [0u8; 4096];
+        let n = w.conn_read(&mut buf);
+        if n == 0 {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the watch did not end");
+    // Both processes exit 0 within the grace period.
+    let status = wait_exit(&mut slow_proxy.child, Duration::from_secs(10));
+    assert_eq!(status, Some(0));
+    let mut h = h;
+    let status = wait_exit(&mut h.child, Duration::from_secs(10));
+    assert_eq!(status, Some(0));
+    println!("shutdown took {:?}", t.elapsed());
+}
+
+fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i32> {
+    let t = Instant::now();
+    while t.elapsed() < within {
+        if let Ok(Some(s)) = child.try_wait() {
+            return s.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+impl SeqReader {
+    /// Raw read from the connection (0 = closed or failed).
+    fn conn_read(&mut self, buf: &mut [u8]) -> usize {
+        self.conn.raw_read(buf)
+    }
+}
