@@ -197,3 +197,15 @@ impl Conn {
         self.r.read(buf).unwrap_or(0)
     }
 }
+
+impl Conn {
+    /// One raw line (0 at EOF or on error).
+    pub fn read_line(&mut self, s: &mut String) -> usize {
+        self.r.read_line(s).unwrap_or(0)
+    }
+
+    /// Exactly `buf.len()` bytes; false at EOF or on error.
+    pub fn read_exact(&mut self, buf: &mut [u8]) -> bool {
+        self.r.read_exact(buf).is_ok()
+    }
+}

@@ -1,0 +1,49 @@
+//! ARCHITECTURE.md's code map names every module under src/, and every
+//! module it names exists.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn files(dir: &Path, out: &mut BTreeSet<String>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let rel = p.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap();
+            out.insert(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+#[test]
+fn the_code_map_matches_src() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut named = BTreeSet::new();
+    for part in doc.split('`') {
+        if part.starts_with("src/") && part.ends_with(".rs") {
+            named.insert(part.to_string());
+        }
+    }
+    let mut present = BTreeSet::new();
+    files(&root.join("src"), &mut present);
+    let missing: Vec<_> = present.difference(&named).collect();
+    let stale: Vec<_> = named.difference(&present).collect();
+    assert!(
+        missing.is_empty(),
+        "modules not in ARCHITECTURE.md: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "ARCHITECTURE.md names modules that do not exist: {stale:?}"
+    );
+    // Each module starts with a doc comment saying what it owns.
+    for f in &present {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        assert!(
+            text.trim_start().starts_with("//!"),
+            "{f} has no module doc comment"
+        );
+    }
+}

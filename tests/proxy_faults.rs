@@ -1,0 +1,135 @@
+//! Faults: an upstream that dies in the middle of a body or a watch, or sends
+//! malformed JSON, makes the client's response end abnormally (no
+//! terminating chunk), never a well-formed but shortened stream.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+use support::harness::Harness;
+use support::http::Conn;
+
+/// An upstream that sends a 200 JSON head and `body`, then drops the connection.
+fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", body.len());
+                let _ = w.write_all(body);
+                let _ = w.write_all(b"\r\n");
+                let _ = w.flush();
+                std::thread::sleep(Duration::from_millis(100));
+                // Reset: no terminating chunk.
+                drop(w);
+            });
+        }
+    });
+    addr
+}
+
+/// Read a response; true only if a complete chunked body arrived.
+fn ends_cleanly(c: &mut Conn) -> bool {
+    let mut status = String::new();
+    if c.read_line(&mut status) == 0 {
+        // Closed before any response: abnormal.
+        return false;
+    }
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    loop {
+        let mut l = String::new();
+        if c.read_line(&mut l) == 0 {
+            return false;
+        }
+        if l == "\r\n" {
+            break;
+        }
+    }
+    loop {
+        let mut size = String::new();
+        let n = c.read_line(&mut size);
+        if n == 0 {
+            return false;
+        }
+        let Ok(len) = usize::from_str_radix(size.trim(), 16) else {
+            return false;
+        };
+        let mut data = vec![0; len + 2];
+        if !c.read_exact(&mut data) {
+            return false;
+        }
+        if len == 0 {
+            return true;
+        }
+    }
+}
+
+#[test]
+fn upstream_dying_mid_watch_ends_the_client_stream_abnormally() {
+    let up = dying_upstream("application/json", b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}}\n{\"type\":\"ADDED\",\"obj");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/namespaces/x/configmaps?watch=1",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert!(!ends_cleanly(&mut c), "a cut watch must not look complete");
+}
+
+#[test]
+fn upstream_dying_mid_body_ends_the_client_response_abnormally() {
+    let up = dying_upstream(
+        "application/json",
+        b"{\"kind\":\"ConfigMapList\",\"items\":[{\"metadata\":{\"name\":\"a\"}},",
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/namespaces/x/configmaps",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert!(!ends_cleanly(&mut c));
+}
+
+#[test]
+fn malformed_upstream_json_never_reaches_the_client_as_complete_cbor() {
+    let up = dying_upstream("application/json", b"{\"kind\": nope}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/namespaces/x/configmaps/y",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert!(!ends_cleanly(&mut c));
+    assert!(
+        h.metric(
+            "cborgate_transcode_errors_total",
+            &[("direction", "response"), ("reason", "syntax")]
+        ) >= 1.0
+    );
+}
