@@ -1,5 +1,6 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (the process
-//! runs) and `/readyz` (the upstream answers HTTP). Never the proxy port.
+//! runs), `/readyz` (the upstream answers HTTP) and `/debug/capabilities`
+//! (what `auto` mode has learned). Never the proxy port.
 
 use crate::config::UpstreamUrl;
 use crate::metrics::metrics;
@@ -15,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct Admin {
     pub upstream: UpstreamUrl,
     pub readiness: Arc<Readiness>,
+    pub capabilities: Arc<crate::proxy::capabilities::Capabilities>,
 }
 
 fn text(code: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Response<Vec<u8>> {
@@ -71,6 +73,7 @@ impl ServeHttp for Admin {
                 metrics().render(),
             ),
             "/healthz" | "/livez" => text(200, "text/plain; charset=utf-8", "ok"),
+            "/debug/capabilities" => text(200, "application/json", self.capabilities.to_json()),
             "/readyz" => {
                 let ready = match self.readiness.state() {
                     Some(true) => true,

@@ -82,6 +82,9 @@ pub struct UpstreamConfig {
     /// Time allowed for the upstream to send response headers on short
     /// requests (never applied to watches and other long-running requests).
     pub response_header_timeout_seconds: u64,
+    /// `auto`: how long what was learned about a (verb, group, resource)
+    /// holds before cborgate probes with CBOR again.
+    pub capability_ttl_seconds: u64,
 }
 
 impl Default for UpstreamConfig {
@@ -95,6 +98,7 @@ impl Default for UpstreamConfig {
             insecure_skip_verify: false,
             connect_timeout_ms: 5_000,
             response_header_timeout_seconds: 60,
+            capability_ttl_seconds: 600,
         }
     }
 }

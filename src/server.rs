@@ -85,6 +85,7 @@ pub fn build(config: Config) -> Result<Server, ConfigError> {
     let admin = Admin {
         upstream: crate::config::UpstreamUrl::parse(&config.upstream.url)?,
         readiness: gate.readiness(),
+        capabilities: gate.capabilities(),
     };
     let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, gate);
     if config.server.tls_cert.is_empty() {

@@ -243,6 +243,26 @@ impl Encoder {
     }
 }
 
+/// Append `"input[i..i + n]"`, for plain ASCII text. Most strings are
+/// short: those are copied as a fixed 24 bytes (a few moves, no call) and cut
+/// back.
+#[inline(always)]
+fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize) {
+    out.push(b'"');
+    if let Some(chunk) = input
+        .get(i..i + 24)
+        .and_then(|c| <&[u8; 24]>::try_from(c).ok())
+        .filter(|_| n <= 24)
+    {
+        let at = out.len();
+        out.extend_from_slice(chunk);
+        out.truncate(at + n);
+    } else {
+        out.extend_from_slice(&input[i..i + n]);
+    }
+    out.push(b'"');
+}
+
 /// Length of a CBOR head, from its first byte.
 #[inline(always)]
 fn head_len(b0: u8) -> usize {
@@ -709,36 +729,69 @@ impl CborToJson {
         let n = end - i;
         if plain_ascii_prefix(&input[i..], n) == n {
             // Plain ASCII: valid in both string types, nothing to escape.
-            self.separator(out);
+            // Separator, string and what `item_done` does after it, with one
+            // look at the enclosing frame.
             self.str_major = major;
             self.str_dest = dest;
-            out.reserve(n + 3);
-            out.push(b'"');
-            if let Some(chunk) = input
-                .get(i..i + 24)
-                .and_then(|c| <&[u8; 24]>::try_from(c).ok())
-                .filter(|_| n <= 24)
-            {
-                let at = out.len();
-                out.extend_from_slice(chunk);
-                out.truncate(at + n);
-            } else {
-                out.extend_from_slice(&input[i..end]);
-            }
-            out.push(b'"');
-            if dest == Dest::Key {
-                if self.opts.dedupe_keys {
-                    if let KeyOutcome::Dup(_) = self.keys.key(&input[i..end], ()) {
-                        return Err(self.err(Reason::DuplicateKey, end));
+            out.reserve(n.max(24) + 3);
+            let closes = match self.stack.last_mut() {
+                Some(Frame::Map {
+                    key_next: key_next @ true,
+                    first,
+                    ..
+                }) => {
+                    if !*first {
+                        out.push(b',');
+                    }
+                    *first = false;
+                    quoted(out, input, i, n);
+                    if self.opts.dedupe_keys {
+                        if let KeyOutcome::Dup(_) = self.keys.key(&input[i..end], ()) {
+                            return Err(CodecError::new(
+                                Reason::DuplicateKey,
+                                self.offset + end as u64,
+                            ));
+                        }
+                    }
+                    *key_next = false;
+                    out.push(b':');
+                    false
+                }
+                Some(Frame::Map {
+                    key_next,
+                    remaining,
+                    ..
+                }) => {
+                    quoted(out, input, i, n);
+                    if *remaining == Some(1) {
+                        true
+                    } else {
+                        *key_next = true;
+                        if let Some(r) = remaining {
+                            *r -= 1;
+                        }
+                        false
                     }
                 }
-                // What `item_done` does after a key.
-                if let Some(Frame::Map { key_next, .. }) = self.stack.last_mut() {
-                    *key_next = false;
+                Some(Frame::Array { first, remaining }) => {
+                    if !*first {
+                        out.push(b',');
+                    }
+                    *first = false;
+                    quoted(out, input, i, n);
+                    if *remaining == Some(1) {
+                        true
+                    } else {
+                        if let Some(r) = remaining {
+                            *r -= 1;
+                        }
+                        false
+                    }
                 }
-                out.push(b':');
-            } else {
-                self.item_done(end, out)?;
+                _ => return Ok(None), // not reached: `dest` came from this frame
+            };
+            if closes {
+                self.items_done(end, out)?;
             }
             return Ok(Some(end));
         }

@@ -27,6 +27,12 @@ pub use json_to_cbor::JsonToCbor;
 pub use number::SELF_DESCRIBED;
 pub use utf8::go_lossy;
 
+/// RFC 3339 text (UTC, Go's RFC3339Nano) for Unix seconds; `None` outside
+/// years 0000–9999. Shared with the admin endpoints.
+pub fn format_unix_time(secs: i64, out: &mut Vec<u8>) -> Option<()> {
+    time::epoch_int_to_nano(secs as i128, out)
+}
+
 /// How JSON strings are written in CBOR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StringMode {

@@ -5,6 +5,7 @@
 //! decisions of its own beyond mapping transport failures to Status codes.
 
 pub mod body;
+pub mod capabilities;
 pub mod upstream;
 
 use crate::config::Config;
@@ -16,6 +17,7 @@ use crate::status::{Status, StatusFormat};
 use async_trait::async_trait;
 use body::BodyCodec;
 use bytes::Bytes;
+use capabilities::{Capabilities, Learned};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
@@ -29,7 +31,13 @@ pub struct Gate {
     config: Arc<Config>,
     upstream: Upstream,
     mode: UpstreamMode,
+    caps: Arc<Capabilities>,
 }
+
+/// The largest CBOR body `auto` mode sends upstream as CBOR first: pingora
+/// keeps at most this much of a request body to retry it, and a 415 is
+/// replayed as JSON from that copy. Larger bodies go as JSON at once.
+const REPLAYABLE_BODY: u64 = 64 * 1024;
 
 /// Per-request state: decided once in `request_filter`, then only read.
 pub struct RequestCtx {
@@ -45,6 +53,14 @@ pub struct RequestCtx {
     upstream_started: Option<Instant>,
     upstream_time: Option<Duration>,
     watch_counted: bool,
+    /// `auto`: the CBOR body goes upstream as CBOR; a 415 triggers a replay.
+    cbor_first_body: bool,
+    /// The replay as JSON after an upstream 415 is under way.
+    replay: bool,
+    /// Declared request body length.
+    declared_len: Option<u64>,
+    /// The client got CBOR straight from the upstream (no transcoding).
+    cbor_passthrough: bool,
     /// Counted in `cborgate_upgrades_active` with this protocol label.
     upgrade: Option<&'static str>,
     /// Counted in `server::IN_FLIGHT` (a short request).
@@ -61,11 +77,32 @@ impl Gate {
             crate::config::Mode::Native => UpstreamMode::Native,
             crate::config::Mode::Upgrade => UpstreamMode::Upgrade,
         };
+        let caps = Arc::new(Capabilities::new(Duration::from_secs(
+            config.upstream.capability_ttl_seconds,
+        )));
         Ok(Gate {
             config,
             upstream,
             mode,
+            caps,
         })
+    }
+
+    /// What `/debug/capabilities` reads.
+    pub fn capabilities(&self) -> Arc<Capabilities> {
+        self.caps.clone()
+    }
+
+    /// `auto`: what is known about this request's (verb, group, resource).
+    fn learned(&self, p: &Plan) -> Option<Learned> {
+        let (verb, group, resource) = p.capability_key()?;
+        self.caps.get(verb, group, resource)
+    }
+
+    fn learn(&self, p: &Plan, learned: Learned) {
+        if let Some((verb, group, resource)) = p.capability_key() {
+            self.caps.learn(verb, group, resource, learned);
+        }
     }
 
     /// What `/readyz` reads.
@@ -156,6 +193,10 @@ impl ProxyHttp for Gate {
             upstream_started: None,
             upstream_time: None,
             watch_counted: false,
+            cbor_first_body: false,
+            replay: false,
+            declared_len: None,
+            cbor_passthrough: false,
             in_flight: false,
             upgrade: None,
             status: 0,
@@ -218,7 +259,16 @@ impl ProxyHttp for Gate {
                 write_status(session, &status, format, false).await?;
                 return Ok(true);
             }
-            ctx.request_codec = Some(BodyCodec::request(declared_len, self.config.codec_limits()));
+            ctx.declared_len = declared_len;
+            let cbor_first = self.mode == UpstreamMode::Auto
+                && self.learned(&p) != Some(Learned::NeedsJson)
+                && declared_len.is_some_and(|n| n <= REPLAYABLE_BODY);
+            if cbor_first {
+                ctx.cbor_first_body = true;
+            } else {
+                ctx.request_codec =
+                    Some(BodyCodec::request(declared_len, self.config.codec_limits()));
+            }
         }
         ctx.plan = Some(p);
         Ok(false)
@@ -244,7 +294,18 @@ impl ProxyHttp for Gate {
             return Ok(());
         };
         if let Some(accept) = &p.upstream_accept {
-            upstream_request.insert_header("Accept", accept.as_str())?;
+            // `auto`: ask for CBOR first, JSON as the fallback, so a CBOR-enabled
+            // upstream answers CBOR with no extra round trip. (Not for /api/v1:
+            // kube-apiserver 1.36 drops that request when CBOR is acceptable.)
+            let cbor_first = self.mode == UpstreamMode::Auto
+                && p.response != ResponseAction::PassThrough
+                && !matches!(&p.route, crate::negotiate::Route::GroupVersionDiscovery { group, .. } if group.is_empty());
+            if cbor_first {
+                let cbor = accept.replacen("application/json", "application/cbor", 1);
+                upstream_request.insert_header("Accept", format!("{cbor}, {accept};q=0.9"))?;
+            } else {
+                upstream_request.insert_header("Accept", accept.as_str())?;
+            }
         }
         if p.response != ResponseAction::PassThrough
             || p.error_response != ResponseAction::PassThrough
@@ -256,6 +317,11 @@ impl ProxyHttp for Gate {
             upstream_content_type,
         } = p.body
         {
+            if ctx.cbor_first_body && !ctx.replay {
+                // CBOR goes up untouched; a 415 makes it a JSON replay.
+                self.upstream.rewrite_host(upstream_request)?;
+                return Ok(());
+            }
             upstream_request.insert_header("Content-Type", upstream_content_type)?;
             upstream_request.remove_header("Content-Length");
             upstream_request.insert_header("Transfer-Encoding", "chunked")?;
@@ -313,6 +379,60 @@ impl ProxyHttp for Gate {
         }
     }
 
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if resp.status.as_u16() == 415 && ctx.cbor_first_body && !ctx.replay {
+            // The upstream refused the CBOR body before processing it, so the
+            // request had no effect: replaying it as JSON is safe for any verb.
+            let m = metrics();
+            m.unsupported_media_type_total
+                .with_label_values(&["upstream"])
+                .inc();
+            m.fallbacks_total
+                .with_label_values(&["unsupported_media_type"])
+                .inc();
+            if let Some(p) = ctx.plan.as_ref() {
+                self.learn(p, Learned::NeedsJson);
+            }
+            ctx.replay = true;
+            ctx.request_codec = Some(BodyCodec::request(
+                ctx.declared_len,
+                self.config.codec_limits(),
+            ));
+            return Err(Error::explain(
+                ErrorType::HTTPStatus(415),
+                "upstream refused CBOR; replaying as JSON",
+            ));
+        }
+        Ok(())
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if ctx.replay && matches!(e.etype(), ErrorType::HTTPStatus(415)) {
+            // Replay once, and only with the whole body still in hand.
+            e.set_retry(!session.as_ref().retry_buffer_truncated());
+        } else if !session.req_header().method.is_idempotent()
+            || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
+    }
+
     async fn response_filter(
         &self,
         session: &mut Session,
@@ -362,6 +482,15 @@ impl ProxyHttp for Gate {
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
+        let media = content_type.split(';').next().unwrap_or("").trim();
+        if media.eq_ignore_ascii_case("application/cbor")
+            || media.eq_ignore_ascii_case("application/cbor-seq")
+        {
+            // The upstream speaks CBOR: pass it through, never transcode twice.
+            ctx.cbor_passthrough = true;
+            self.learn(p, Learned::SpeaksCbor);
+            return Ok(());
+        }
         let encoded = resp
             .headers
             .get("content-encoding")
@@ -488,6 +617,17 @@ impl ProxyHttp for Gate {
                     )),
                     true,
                 ),
+                HTTPStatus(415) => (
+                    Some((
+                        Status::new(
+                            415,
+                            "UnsupportedMediaType",
+                            "the upstream refused the CBOR body and it was too large to replay as JSON",
+                        ),
+                        format,
+                    )),
+                    false,
+                ),
                 ReadTimedout if ctx.status == 0 => (
                     Some((
                         Status::new(
@@ -552,7 +692,7 @@ impl ProxyHttp for Gate {
             Some(p) => (
                 p.verb,
                 p.request_format.as_str(),
-                if ctx.transcoding_response || p.reply.is_some() {
+                if ctx.transcoding_response || ctx.cbor_passthrough || p.reply.is_some() {
                     p.response_format.as_str()
                 } else if p.response_format == Format::Cbor {
                     // CBOR was chosen but the upstream answered otherwise.

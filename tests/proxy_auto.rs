@@ -1,0 +1,212 @@
+//! `auto` mode against the legacy (JSON-only) stand-in: CBOR bodies go up as
+//! CBOR first; the upstream's 415 is replayed as JSON, so no client ever sees
+//! it; what was learned holds per (verb, group, resource) for the TTL.
+
+mod support;
+
+use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use support::harness::Harness;
+use support::http::{Conn, Resp};
+
+fn cbor(v: &Value) -> Vec<u8> {
+    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
+}
+
+fn decode(r: &Resp) -> Value {
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/cbor"),
+        "{} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    serde_json::from_slice(&cbor_to_json(&r.body, CborToJsonOptions::default()).unwrap()).unwrap()
+}
+
+/// Upstream requests that carried a CBOR body, by (method, resource).
+fn cbor_bodies_upstream(h: &Harness) -> BTreeMap<(String, String), usize> {
+    let mut m = BTreeMap::new();
+    for r in h.standin().requests() {
+        let ct = r.header("content-type").unwrap_or("");
+        if ct.contains("cbor") {
+            let resource = r
+                .path
+                .split('?')
+                .next()
+                .unwrap()
+                .split('/')
+                .nth(if r.path.starts_with("/api/") { 5 } else { 6 })
+                .unwrap_or("")
+                .to_string();
+            *m.entry((r.method.clone(), resource)).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn scenario(c: &mut Conn, base: &str, make: &dyn Fn(&str) -> Value, name: &str) {
+    let hdr = |ct: &'static str| {
+        vec![
+            ("Accept", "application/json;q=0.9,application/cbor;q=1"),
+            ("Content-Type", ct),
+        ]
+    };
+    let r = c.request(
+        "POST",
+        base,
+        &hdr("application/cbor"),
+        Some(&cbor(&make(name))),
+    );
+    assert_eq!(
+        r.status,
+        201,
+        "create {name}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let mut obj = decode(&r);
+    obj["metadata"]["labels"] = json!({"x": "y"});
+    let item = format!("{base}/{name}");
+    let r = c.request("PUT", &item, &hdr("application/cbor"), Some(&cbor(&obj)));
+    assert_eq!(
+        r.status,
+        200,
+        "update {name}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let mut apply = cbor(&make(name));
+    apply.drain(..3);
+    let r = c.request(
+        "PATCH",
+        &format!("{item}?fieldManager=auto"),
+        &hdr("application/apply-patch+cbor"),
+        Some(&apply),
+    );
+    assert_eq!(
+        r.status,
+        200,
+        "apply {name}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    decode(&r);
+    let r = c.request("GET", &item, &[("Accept", "application/cbor")], None);
+    assert_eq!(r.status, 200);
+    decode(&r);
+}
+
+#[test]
+fn auto_against_legacy_replays_each_415_once_per_key() {
+    let dir = std::env::temp_dir().join(format!("cborgate-auto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.toml");
+    std::fs::write(&conf, "[upstream]\ncapability_ttl_seconds = 3\n").unwrap();
+    let h = Harness::start("auto", &["--config", conf.to_str().unwrap()]);
+    let mut c = Conn::connect(h.proxy);
+    let cm = |n: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"k": "v"}});
+    let gadget = |n: &str| json!({"apiVersion": "corpus.example.com/v1", "kind": "Gadget", "metadata": {"name": n}, "spec": {"size": 1}});
+    for i in 0..3 {
+        scenario(
+            &mut c,
+            "/api/v1/namespaces/demo/configmaps",
+            &cm,
+            &format!("auto-cm-{i}"),
+        );
+        scenario(
+            &mut c,
+            "/apis/corpus.example.com/v1/namespaces/demo/gadgets",
+            &gadget,
+            &format!("auto-g-{i}"),
+        );
+    }
+    // Exactly one CBOR attempt (and so one 415) per (verb, group, resource).
+    let tried = cbor_bodies_upstream(&h);
+    assert_eq!(tried.len(), 6, "{tried:?}");
+    assert!(tried.values().all(|&n| n == 1), "{tried:?}");
+    let replays: usize = tried.values().sum();
+    assert_eq!(h.metric("cborgate_fallbacks_total", &[]), replays as f64);
+    assert_eq!(
+        h.metric(
+            "cborgate_unsupported_media_type_total",
+            &[("origin", "upstream")]
+        ),
+        replays as f64
+    );
+    // No client saw a 415.
+    assert_eq!(h.metric("cborgate_requests_total", &[("code", "415")]), 0.0);
+    // What was learned is visible, with timestamps.
+    let caps = support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
+    assert_eq!(caps.status, 200);
+    let v: Value = serde_json::from_slice(&caps.body).unwrap();
+    let entries = v["entries"].as_array().unwrap();
+    assert!(entries.iter().any(|e| e["verb"] == "POST"
+        && e["group"] == ""
+        && e["resource"] == "configmaps"
+        && e["upstream"] == "json"));
+    assert!(entries.iter().any(|e| e["verb"] == "APPLY"
+        && e["group"] == "corpus.example.com"
+        && e["resource"] == "gadgets"));
+    assert!(entries[0]["learnedAt"].as_str().unwrap().ends_with('Z'));
+    // After the TTL, cborgate probes with CBOR again: one more 415, still invisible.
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    let r = c.request(
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[
+            ("Content-Type", "application/cbor"),
+            ("Accept", "application/cbor"),
+        ],
+        Some(&cbor(&cm("after-ttl"))),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        cbor_bodies_upstream(&h)[&("POST".to_string(), "configmaps".to_string())],
+        2
+    );
+    assert_eq!(
+        h.metric("cborgate_fallbacks_total", &[]),
+        replays as f64 + 1.0
+    );
+}
+
+#[test]
+fn auto_asks_for_cbor_first_and_transcodes_json_answers() {
+    let h = Harness::start("auto", &[]);
+    let r = support::http::once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/demo-config",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(decode(&r)["metadata"]["name"], "demo-config");
+    let up = h.standin().requests().last().unwrap().clone();
+    assert_eq!(
+        up.header("accept"),
+        Some("application/cbor, application/json;q=0.9")
+    );
+    // Large bodies are never sent as CBOR first (they could not be replayed).
+    let mut big =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {}});
+    big["data"]["blob"] = json!("x".repeat(100_000));
+    let r = support::http::once(
+        h.proxy,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[
+            ("Content-Type", "application/cbor"),
+            ("Accept", "application/cbor"),
+        ],
+        Some(&cbor(&big)),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        h.standin()
+            .requests()
+            .last()
+            .unwrap()
+            .header("content-type"),
+        Some("application/json")
+    );
+}
