@@ -101,7 +101,7 @@ impl Capabilities {
                 })
             })
             .collect();
-        rows.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+        rows.sort_by_key(|r| r.to_string());
         serde_json::json!({"ttlSeconds": self.ttl.as_secs(), "entries": rows}).to_string()
     }
 }
