@@ -746,7 +746,7 @@ impl CborToJson {
                     *first = false;
                     quoted(out, input, i, n);
                     if self.opts.dedupe_keys {
-                        if let KeyOutcome::Dup(_) = self.keys.key(&input[i..end], ()) {
+                        if let KeyOutcome::Dup(_) = self.keys.key(&input[i..], n, ()) {
                             return Err(CodecError::new(
                                 Reason::DuplicateKey,
                                 self.offset + end as u64,

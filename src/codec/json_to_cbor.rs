@@ -960,7 +960,11 @@ impl JsonToCbor {
         let mut next = quote + 1;
         if is_key {
             if self.opts.dedupe_keys {
-                self.keys.key_bytes(s);
+                if raw {
+                    self.keys.padded_key_bytes(&input[quote - n..], n);
+                } else {
+                    self.keys.key_bytes(s);
+                }
             }
             if self.opts.watch && self.stack.len() == 1 {
                 let k = n.min(self.probe.len());

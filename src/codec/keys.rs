@@ -142,13 +142,28 @@ impl<P: Copy> KeySets<P> {
         self.arena.extend_from_slice(b);
     }
 
-    /// A whole key: [`Self::key_start`], [`Self::key_bytes`] and
-    /// [`Self::key_end`] at once.
+    /// A whole key, `padded[..n]`: [`Self::key_start`], [`Self::key_bytes`]
+    /// and [`Self::key_end`] at once. `padded` may go on past the key: short
+    /// keys are then copied as a fixed 24 bytes (no call) and cut back.
     #[inline]
-    pub fn key(&mut self, key: &[u8], payload: P) -> KeyOutcome {
+    pub fn key(&mut self, padded: &[u8], n: usize, payload: P) -> KeyOutcome {
         let start = self.arena.len();
-        self.arena.extend_from_slice(key);
+        self.padded_key_bytes(padded, n);
         self.key_end(start, payload)
+    }
+
+    /// [`Self::key_bytes`] of `padded[..n]`, where `padded` may go on past
+    /// them: short runs are then copied as a fixed 24 bytes and cut back.
+    #[inline]
+    pub fn padded_key_bytes(&mut self, padded: &[u8], n: usize) {
+        let start = self.arena.len();
+        match padded.get(..24).and_then(|c| <&[u8; 24]>::try_from(c).ok()) {
+            Some(chunk) if n <= 24 => {
+                self.arena.extend_from_slice(chunk);
+                self.arena.truncate(start + n);
+            }
+            _ => self.arena.extend_from_slice(&padded[..n]),
+        }
     }
 
     /// The key begun at `start` is complete. If the innermost map already holds

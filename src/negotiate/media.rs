@@ -467,7 +467,23 @@ impl Negotiated<'_> {
     /// upstream may know and cborgate does not, survive). Every parameter the apiserver
     /// accepts for CBOR it accepts for JSON too, so the upstream never refuses it.
     pub fn as_json_accept(&self) -> String {
-        let mut accept = String::from(Offer::Json.media_type());
+        self.as_accept(Offer::Json)
+    }
+
+    /// The chosen clause rewritten to `application/cbor` with the same parameters (upgrade
+    /// mode: what to ask a CBOR-enabled upstream for on behalf of a JSON client).
+    pub fn as_cbor_accept(&self) -> String {
+        self.as_accept(Offer::Cbor)
+    }
+
+    /// True when the chosen clause asks for a Table (JSON and YAML only, even on a
+    /// CBOR-enabled server).
+    pub fn is_table(&self) -> bool {
+        self.options.convert.is_some_and(|c| c.kind == "Table")
+    }
+
+    fn as_accept(&self, offer: Offer) -> String {
+        let mut accept = String::from(offer.media_type());
         for (key, value) in self.clause.iter().flat_map(AcceptClause::params) {
             // Control characters cannot come from a parsed header, but this function cannot
             // know where its input came from: never let one into a header value.

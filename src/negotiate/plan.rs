@@ -87,6 +87,12 @@ pub enum BodyAction {
         /// `application/json`, or `application/apply-patch+yaml` for an apply patch.
         upstream_content_type: &'static str,
     },
+    /// Upgrade mode: transcode a JSON body to CBOR (WIRE.md §2 rules) and send it with this
+    /// `Content-Type` (`application/cbor`, or `application/apply-patch+cbor`).
+    JsonToCbor {
+        /// The CBOR media type the upstream gets.
+        upstream_content_type: &'static str,
+    },
 }
 
 /// What to do with a response body.
@@ -101,6 +107,13 @@ pub enum ResponseAction {
         /// A watch stream: one CBOR item per event, `application/cbor-seq`.
         watch: bool,
     },
+    /// Upgrade mode: the upstream answers CBOR (it was asked for CBOR) to a JSON client:
+    /// transcode it to JSON. Only a body labelled `application/cbor` or `application/cbor-seq`
+    /// is transcoded; anything else passes through.
+    CborToJson {
+        /// A `cbor-seq` watch stream: one line of JSON per event.
+        watch: bool,
+    },
 }
 
 impl ResponseAction {
@@ -111,6 +124,7 @@ impl ResponseAction {
             ResponseAction::PassThrough => None,
             ResponseAction::JsonToCbor { watch: false } => Some(CBOR),
             ResponseAction::JsonToCbor { watch: true } => Some("application/cbor-seq"),
+            ResponseAction::CborToJson { .. } => Some("application/json"),
         }
     }
 }
@@ -196,13 +210,14 @@ pub fn plan(head: &RequestHead<'_>, mode: UpstreamMode) -> Plan {
         // as JSON after an upstream 415 and remember that per `Plan::capability_key`. Until
         // then the safe choice is to assume a legacy upstream.
         UpstreamMode::Auto => emulation.legacy_plan(),
-        // TODO(upgrade): translate JSON clients to CBOR upstream. Until then, legacy.
-        UpstreamMode::Upgrade => emulation.legacy_plan(),
+        UpstreamMode::Upgrade => emulation.upgrade_plan(),
     }
 }
 
 /// What a CBOR-enabled kube-apiserver 1.36 does with the request, before any mode applies.
 struct Emulation<'a> {
+    /// Upgrade mode: the CBOR type a JSON body of this request would become.
+    body_as_cbor: Option<&'static str>,
     verb: &'static str,
     route: Route,
     request_format: Format,
@@ -249,6 +264,13 @@ impl<'a> Emulation<'a> {
         let errors = ErrorStyle {
             choice: accept.negotiate(Restrictions::Default),
             pretty_query: route::query_pretty(head.query),
+        };
+        let body_as_cbor = match (method, content_type.as_ref().map(ContentType::media_type)) {
+            (Method::Post | Method::Put | Method::Delete, Some("application/json")) => Some(CBOR),
+            (Method::Patch, Some("application/apply-patch+yaml")) => {
+                Some("application/apply-patch+cbor")
+            }
+            _ => None,
         };
         let mut long_running = head.upgrade;
         let outcome = if head.upgrade {
@@ -305,6 +327,7 @@ impl<'a> Emulation<'a> {
             }
         };
         Emulation {
+            body_as_cbor,
             verb,
             route,
             request_format,
@@ -340,6 +363,7 @@ impl<'a> Emulation<'a> {
     /// and answer the refusals a legacy server would word differently.
     fn legacy_plan(self) -> Plan {
         let Emulation {
+            body_as_cbor: _,
             verb,
             route,
             request_format,
@@ -394,6 +418,7 @@ impl<'a> Emulation<'a> {
     /// requests that ask for CBOR; native mode does not work around that.)
     fn native_plan(self) -> Plan {
         let Emulation {
+            body_as_cbor: _,
             verb,
             route,
             request_format,
@@ -409,6 +434,36 @@ impl<'a> Emulation<'a> {
             Outcome::Reply(reply) => reply.format,
             Outcome::Serve { chosen, .. } => chosen.offer.format(),
         };
+        plan
+    }
+}
+
+impl Emulation<'_> {
+    /// Load-test gateway in front of a CBOR-enabled upstream: a JSON client's body goes up as
+    /// CBOR and its answers come back from CBOR, so JSON load tools exercise the server's CBOR
+    /// path. CBOR, YAML and protobuf clients, Tables, and everything that is not a served API
+    /// object pass through as in native mode.
+    fn upgrade_plan(self) -> Plan {
+        let body_as_cbor = self.body_as_cbor;
+        let json_client = match &self.outcome {
+            Outcome::Serve { chosen, watch, .. }
+                if chosen.offer == Offer::Json && !chosen.is_table() =>
+            {
+                Some((chosen.as_cbor_accept(), *watch))
+            }
+            _ => None,
+        };
+        let mut plan = self.native_plan();
+        if let Some((accept, watch)) = json_client {
+            plan.upstream_accept = Some(accept);
+            plan.response = ResponseAction::CborToJson { watch };
+            plan.error_response = ResponseAction::CborToJson { watch: false };
+            if let Some(upstream_content_type) = body_as_cbor {
+                plan.body = BodyAction::JsonToCbor {
+                    upstream_content_type,
+                };
+            }
+        }
         plan
     }
 }
@@ -1321,7 +1376,8 @@ mod tests {
     }
 
     #[test]
-    fn auto_and_upgrade_modes_plan_like_legacy_for_now() {
+    fn auto_plans_like_legacy() {
+        // The proxy adds CBOR-first and the 415 replay on top of the legacy plan.
         for (method, target, accept, ct) in [
             ("GET", CM_ONE, Some("application/cbor"), None),
             ("POST", CM, Some(TABLE), Some("application/cbor")),
@@ -1329,11 +1385,95 @@ mod tests {
             ("GET", "/version", Some("application/cbor"), None),
         ] {
             let h = head(method, target, accept, ct);
-            let expected = plan(&h, UpstreamMode::Legacy);
-            assert_eq!(plan(&h, UpstreamMode::Auto), expected);
-            assert_eq!(plan(&h, UpstreamMode::Upgrade), expected);
+            assert_eq!(plan(&h, UpstreamMode::Auto), plan(&h, UpstreamMode::Legacy));
         }
         assert_eq!(UpstreamMode::default(), UpstreamMode::Auto);
+    }
+
+    #[test]
+    fn upgrade_turns_json_clients_into_cbor_upstream() {
+        let to_json = ResponseAction::CborToJson { watch: false };
+        // GET: ask for CBOR, answer JSON.
+        let p = plan(
+            &head("GET", CM_ONE, Some("application/json"), None),
+            UpstreamMode::Upgrade,
+        );
+        assert_eq!(p.upstream_accept.as_deref(), Some("application/cbor"));
+        assert_eq!((p.response, p.error_response), (to_json, to_json));
+        assert_eq!(p.response.content_type(), Some("application/json"));
+        // No Accept at all is a JSON client too; parameters are kept.
+        let p = plan(&head("GET", CM, None, None), UpstreamMode::Upgrade);
+        assert_eq!(p.upstream_accept.as_deref(), Some("application/cbor"));
+        let pom = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        let p = plan(&head("GET", CM, Some(pom), None), UpstreamMode::Upgrade);
+        assert_eq!(
+            p.upstream_accept.as_deref(),
+            Some("application/cbor;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+        );
+        // Bodies: JSON becomes CBOR, apply YAML (JSON text) becomes apply CBOR.
+        for (method, target, ct, want) in [
+            ("POST", CM, "application/json", "application/cbor"),
+            ("PUT", CM_ONE, "application/json", "application/cbor"),
+            (
+                "PATCH",
+                CM_ONE,
+                "application/apply-patch+yaml",
+                "application/apply-patch+cbor",
+            ),
+        ] {
+            let p = plan(
+                &head(method, target, Some("application/json"), Some(ct)),
+                UpstreamMode::Upgrade,
+            );
+            assert_eq!(
+                p.body,
+                BodyAction::JsonToCbor {
+                    upstream_content_type: want
+                },
+                "{method} {ct}"
+            );
+        }
+        // Patch types with no CBOR form keep their body; the answer is still upgraded.
+        let p = plan(
+            &head(
+                "PATCH",
+                CM_ONE,
+                Some("application/json"),
+                Some("application/merge-patch+json"),
+            ),
+            UpstreamMode::Upgrade,
+        );
+        assert_eq!((p.body, p.response), (BodyAction::PassThrough, to_json));
+        // Watches: cbor-seq back to a JSON stream.
+        let p = plan(
+            &head(
+                "GET",
+                &format!("{CM}?watch=1"),
+                Some("application/json"),
+                None,
+            ),
+            UpstreamMode::Upgrade,
+        );
+        assert_eq!(p.response, ResponseAction::CborToJson { watch: true });
+        // Left alone: Tables, CBOR, YAML and protobuf clients, non-object paths.
+        for (target, accept) in [
+            (CM, TABLE),
+            (CM_ONE, "application/cbor"),
+            (CM_ONE, "application/yaml"),
+            (CM_ONE, "application/vnd.kubernetes.protobuf"),
+            ("/version", "application/json"),
+            ("/apis", "application/json"),
+        ] {
+            let p = plan(
+                &head("GET", target, Some(accept), None),
+                UpstreamMode::Upgrade,
+            );
+            assert_eq!(
+                (p.body, p.response, p.upstream_accept),
+                (BodyAction::PassThrough, PASS, None),
+                "{target} {accept}"
+            );
+        }
     }
 
     // ---- The recorded exchanges (../corpus/exchanges), as cborgate must answer them -----
@@ -1683,14 +1823,14 @@ mod tests {
                     (BodyAction::PassThrough, PASS, None)
                 );
             }
-            assert_eq!(
-                p.upstream_accept.is_some(),
-                matches!(p.response, ResponseAction::JsonToCbor { .. }),
-                "{h:?}"
-            );
+            assert_eq!(p.upstream_accept.is_some(), p.response != PASS, "{h:?}");
             if let Some(accept) = &p.upstream_accept {
+                let target = match p.response {
+                    ResponseAction::CborToJson { .. } => CBOR,
+                    _ => JSON,
+                };
                 assert!(
-                    accept.starts_with(JSON) && !accept.contains(','),
+                    accept.starts_with(target) && !accept.contains(','),
                     "{accept:?}"
                 );
                 assert!(
@@ -1699,7 +1839,7 @@ mod tests {
                         .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f)),
                     "{accept:?}"
                 );
-                assert!(accept.len() <= h.accept.map_or(0, str::len) + JSON.len());
+                assert!(accept.len() <= h.accept.map_or(0, str::len) + CBOR.len());
             }
             if mode == UpstreamMode::Native {
                 assert_eq!(

@@ -10,12 +10,12 @@ use crate::metrics::metrics;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 
-/// Which way a body is transcoded; also the metric labels.
+/// Which body is transcoded; the `direction` metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
-    /// CBOR request body → JSON for the upstream.
+    /// The request body, on its way to the upstream.
     Request,
-    /// JSON response body (or watch stream) → CBOR for the client.
+    /// The response body (or watch stream), on its way to the client.
     Response,
 }
 
@@ -26,17 +26,14 @@ impl Direction {
             Direction::Response => "response",
         }
     }
-    fn formats(self) -> (&'static str, &'static str) {
-        match self {
-            Direction::Request => ("cbor", "json"),
-            Direction::Response => ("json", "cbor"),
-        }
-    }
 }
 
 /// One body's transcoding state.
 pub struct BodyCodec {
     direction: Direction,
+    /// The `from` and `to` metric labels.
+    from: &'static str,
+    to: &'static str,
     watch: bool,
     inner: Box<dyn Transcoder>,
     codec_time: Duration,
@@ -56,7 +53,7 @@ impl BodyCodec {
             dedupe_keys: false,
             limits,
         });
-        Self::new(Direction::Response, watch, Box::new(t))
+        Self::new(Direction::Response, ("json", "cbor"), watch, Box::new(t))
     }
 
     /// A request body (CBOR → JSON); `declared_len` from Content-Length.
@@ -67,12 +64,43 @@ impl BodyCodec {
             input_len: declared_len,
             limits,
         });
-        Self::new(Direction::Request, false, Box::new(t))
+        Self::new(Direction::Request, ("cbor", "json"), false, Box::new(t))
     }
 
-    fn new(direction: Direction, watch: bool, inner: Box<dyn Transcoder>) -> Self {
+    /// Upgrade mode: a JSON request body → CBOR for a CBOR-enabled upstream.
+    /// Client input may repeat keys: the last one wins, as in Go.
+    pub fn request_to_cbor(window: usize, strings: StringMode, limits: Limits) -> Self {
+        let t = JsonToCbor::new(JsonToCborOptions {
+            strings,
+            window,
+            watch: false,
+            dedupe_keys: true,
+            limits,
+        });
+        Self::new(Direction::Request, ("json", "cbor"), false, Box::new(t))
+    }
+
+    /// Upgrade mode: a CBOR response (or `cbor-seq` watch) → JSON for the client.
+    pub fn response_to_json(watch: bool, limits: Limits) -> Self {
+        let t = CborToJson::new(CborToJsonOptions {
+            sequence: watch,
+            dedupe_keys: false,
+            input_len: None,
+            limits,
+        });
+        Self::new(Direction::Response, ("cbor", "json"), watch, Box::new(t))
+    }
+
+    fn new(
+        direction: Direction,
+        (from, to): (&'static str, &'static str),
+        watch: bool,
+        inner: Box<dyn Transcoder>,
+    ) -> Self {
         BodyCodec {
             direction,
+            from,
+            to,
             watch,
             inner,
             codec_time: Duration::ZERO,
@@ -108,7 +136,7 @@ impl BodyCodec {
         self.codec_time += spent;
         self.bytes_out += out.len() as u64;
         let m = metrics();
-        let (from, to) = self.direction.formats();
+        let (from, to) = (self.from, self.to);
         if let Err(e) = r {
             m.transcode_errors_total
                 .with_label_values(&[self.direction.label(), e.reason.as_str()])
@@ -141,7 +169,7 @@ impl BodyCodec {
     /// Record bytes (and, for single bodies, the codec time) once.
     fn account(&mut self) {
         let m = metrics();
-        let (from, to) = self.direction.formats();
+        let (from, to) = (self.from, self.to);
         let dir = self.direction.label();
         m.codec_bytes_total
             .with_label_values(&[dir, from])

@@ -105,6 +105,44 @@ impl Gate {
         }
     }
 
+    /// Upgrade mode: a CBOR answer (or `cbor-seq` watch) becomes JSON for a
+    /// JSON client. Anything else passes through.
+    fn response_to_json(
+        &self,
+        session: &Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+        watch: bool,
+    ) -> Result<()> {
+        let media = resp
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if media != "application/cbor" && media != "application/cbor-seq" {
+            return Ok(());
+        }
+        resp.insert_header("Content-Type", "application/json")?;
+        strip_body_headers(resp);
+        if !session.is_http2() && session.req_header().version == http::Version::HTTP_11 {
+            resp.insert_header("Transfer-Encoding", "chunked")?;
+        }
+        let watch = watch && media == "application/cbor-seq";
+        ctx.response_codec = Some(BodyCodec::response_to_json(
+            watch,
+            self.config.codec_limits(),
+        ));
+        ctx.transcoding_response = true;
+        if watch {
+            metrics().watch_streams_active.inc();
+            ctx.watch_counted = true;
+        }
+        Ok(())
+    }
+
     /// What `/readyz` reads.
     pub fn readiness(&self) -> Arc<upstream::Readiness> {
         self.upstream.readiness.clone()
@@ -169,6 +207,20 @@ fn reply_status(r: &LocalReply) -> (Status, StatusFormat) {
     let mut status = Status::new(r.code, r.reason, r.message.clone());
     status.empty_details = r.empty_details;
     (status, format)
+}
+
+/// Drop the headers that described the body before it was transcoded.
+fn strip_body_headers(resp: &mut ResponseHeader) {
+    for h in [
+        "Content-Length",
+        "ETag",
+        "Content-MD5",
+        "Digest",
+        "Accept-Ranges",
+        "Content-Encoding",
+    ] {
+        resp.remove_header(h);
+    }
 }
 
 /// True for media types whose body is JSON text.
@@ -270,6 +322,13 @@ impl ProxyHttp for Gate {
                     Some(BodyCodec::request(declared_len, self.config.codec_limits()));
             }
         }
+        if let BodyAction::JsonToCbor { .. } = p.body {
+            ctx.request_codec = Some(BodyCodec::request_to_cbor(
+                self.config.codec.window_bytes,
+                self.config.string_mode(),
+                self.config.codec_limits(),
+            ));
+        }
         ctx.plan = Some(p);
         Ok(false)
     }
@@ -326,6 +385,14 @@ impl ProxyHttp for Gate {
             upstream_request.remove_header("Content-Length");
             upstream_request.insert_header("Transfer-Encoding", "chunked")?;
         }
+        if let BodyAction::JsonToCbor {
+            upstream_content_type,
+        } = p.body
+        {
+            upstream_request.insert_header("Content-Type", upstream_content_type)?;
+            upstream_request.remove_header("Content-Length");
+            upstream_request.insert_header("Transfer-Encoding", "chunked")?;
+        }
         self.upstream.rewrite_host(upstream_request)?;
         Ok(())
     }
@@ -366,11 +433,15 @@ impl ProxyHttp for Gate {
                 Ok(())
             }
             Err(e) => {
+                let what = match ctx.plan.as_ref().map(|p| p.body) {
+                    Some(BodyAction::JsonToCbor { .. }) => "JSON",
+                    _ => "CBOR",
+                };
                 ctx.local_error = Some((
                     Status::new(
                         400,
                         "BadRequest",
-                        format!("the request body is not valid CBOR: {e}"),
+                        format!("the request body is not valid {what}: {e}"),
                     ),
                     Self::status_format(ctx.plan.as_ref()),
                 ));
@@ -474,7 +545,11 @@ impl ProxyHttp for Gate {
         let Some(p) = ctx.plan.as_ref() else {
             return Ok(());
         };
-        let ResponseAction::JsonToCbor { watch } = p.response_for_status(ctx.status) else {
+        let action = p.response_for_status(ctx.status);
+        if let ResponseAction::CborToJson { watch } = action {
+            return self.response_to_json(session, resp, ctx, watch);
+        }
+        let ResponseAction::JsonToCbor { watch } = action else {
             return Ok(());
         };
         let content_type = resp
@@ -505,16 +580,7 @@ impl ProxyHttp for Gate {
             "Content-Type",
             action.content_type().unwrap_or("application/cbor"),
         )?;
-        for h in [
-            "Content-Length",
-            "ETag",
-            "Content-MD5",
-            "Digest",
-            "Accept-Ranges",
-            "Content-Encoding",
-        ] {
-            resp.remove_header(h);
-        }
+        strip_body_headers(resp);
         if !session.is_http2() && session.req_header().version == http::Version::HTTP_11 {
             resp.insert_header("Transfer-Encoding", "chunked")?;
         }
