@@ -770,12 +770,10 @@ fn metrics_families_exist_and_move() {
         Some(b"\xa0"),
     );
     assert_eq!(r.status, 415);
-    assert_eq!(
-        h.metric(
-            "cborgate_unsupported_media_type_total",
-            &[("origin", "proxy")]
-        ),
-        1.0
+    h.wait_metric(
+        "cborgate_unsupported_media_type_total",
+        &[("origin", "proxy")],
+        1.0,
     );
     once(
         h.proxy,
@@ -784,23 +782,19 @@ fn metrics_families_exist_and_move() {
         &[("Accept", CBOR)],
         None,
     );
-    assert_eq!(
-        h.metric(
-            "cborgate_requests_total",
-            &[
-                ("verb", "GET"),
-                ("code", "200"),
-                ("response_format", "cbor")
-            ]
-        ),
-        1.0
+    h.wait_metric(
+        "cborgate_requests_total",
+        &[
+            ("verb", "GET"),
+            ("code", "200"),
+            ("response_format", "cbor"),
+        ],
+        1.0,
     );
-    assert_eq!(
-        h.metric(
-            "cborgate_codec_duration_seconds_count",
-            &[("direction", "response"), ("from", "json"), ("to", "cbor")]
-        ),
-        1.0
+    h.wait_metric(
+        "cborgate_codec_duration_seconds_count",
+        &[("direction", "response"), ("from", "json"), ("to", "cbor")],
+        1.0,
     );
     assert!(
         h.metric(
@@ -809,10 +803,7 @@ fn metrics_families_exist_and_move() {
         ) > 100.0
     );
     once(h.proxy, "GET", CMS, &[("Accept", CBOR)], None);
-    assert_eq!(
-        h.metric("cborgate_requests_total", &[("verb", "LIST")]),
-        1.0
-    );
+    h.wait_metric("cborgate_requests_total", &[("verb", "LIST")], 1.0);
     once(
         h.proxy,
         "GET",
@@ -820,12 +811,9 @@ fn metrics_families_exist_and_move() {
         &[("Accept", CBOR)],
         None,
     );
-    assert_eq!(
-        h.metric("cborgate_requests_total", &[("verb", "WATCH")]),
-        1.0
-    );
+    h.wait_metric("cborgate_requests_total", &[("verb", "WATCH")], 1.0);
     assert!(h.metric("cborgate_watch_events_total", &[("format", "cbor")]) >= 2.0);
-    assert_eq!(h.metric("cborgate_watch_streams_active", &[]), 0.0);
+    h.wait_metric("cborgate_watch_streams_active", &[], 0.0);
     once(
         h.proxy,
         "POST",
@@ -833,19 +821,15 @@ fn metrics_families_exist_and_move() {
         &[("Content-Type", CBOR)],
         Some(b"\xff"),
     );
-    assert_eq!(
-        h.metric(
-            "cborgate_transcode_errors_total",
-            &[("direction", "request"), ("reason", "syntax")]
-        ),
-        1.0
+    h.wait_metric(
+        "cborgate_transcode_errors_total",
+        &[("direction", "request"), ("reason", "syntax")],
+        1.0,
     );
-    assert_eq!(
-        h.metric(
-            "cborgate_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))]
-        ),
-        1.0
+    h.wait_metric(
+        "cborgate_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
     );
     // Nothing identifying in labels.
     assert!(!h.metrics().contains("demo-config"));

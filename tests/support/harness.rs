@@ -105,6 +105,24 @@ impl Harness {
         String::from_utf8(r.body).unwrap()
     }
 
+    /// Wait (up to 5 s) until `metric(name, filter)` equals `want`: requests
+    /// are counted when they end, which may be just after the client has
+    /// read the last byte.
+    pub fn wait_metric(&self, name: &str, filter: &[(&str, &str)], want: f64) {
+        let t = Instant::now();
+        loop {
+            let got = self.metric(name, filter);
+            if got == want {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{name}{filter:?}: {got}, want {want}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sum of the samples of `name` whose labels contain every `filter` pair.
     pub fn metric(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
         let text = self.metrics();
