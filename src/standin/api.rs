@@ -2,16 +2,19 @@
 //! body is read; read the body and then handle; stream a watch; upgrade), and carries
 //! out get and list (Tables and PartialObjectMetadata included) and the
 //! discovery, version and health endpoints, in the order a real apiserver checks
-//! things: router 405/415/406 first, then handler negotiation, then the body.
+//! things: router 405/415/406 first, then handler negotiation, then the body. Each
+//! request is served by a legacy or a CBOR-enabled server ([`Serving`]), chosen by
+//! its API group and [`super::CborMode`].
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use super::cbor;
 use super::http::{RequestHead, Response};
 use super::json;
-use super::negotiation::{self as neg, Format, Negotiated, Restrictions};
+use super::negotiation::{self as neg, Format, Negotiated, Restrictions, Serving};
 use super::objects::{self, FieldSelector, LabelSelector};
 use super::seed;
 use super::status::{self, ApiError};
@@ -34,6 +37,26 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server behind an API group (`""`: core).
+    pub(crate) fn serving(&self, group: &str) -> Serving {
+        if self.opts.cbor.serves_cbor(group) {
+            Serving::Cbor
+        } else {
+            Serving::Legacy
+        }
+    }
+
+    /// The server behind a path no route matched: the group its prefix names.
+    fn serving_for_path(&self, path: &str) -> Serving {
+        let mut segs = path.split('/').filter(|s| !s.is_empty());
+        match (segs.next(), segs.next()) {
+            _ if self.opts.cbor == super::CborMode::On => Serving::Cbor,
+            (Some("api"), _) => self.serving(""),
+            (Some("apis"), Some(g)) => self.serving(g),
+            _ => Serving::Legacy,
+        }
     }
 }
 
@@ -81,6 +104,7 @@ pub(crate) struct Pending {
     pub negotiated: Negotiated,
     pub verb: Verb,
     pub query: Query,
+    pub serving: Serving,
 }
 
 /// Decoded query parameters, in order.
@@ -228,6 +252,7 @@ pub(crate) fn encode(v: &Value, format: Format, pretty: bool) -> Vec<u8> {
             out.extend_from_slice(&json::encode_compact(v));
             out
         }
+        Format::Cbor => cbor::encode(v),
     }
 }
 
@@ -238,10 +263,10 @@ pub(crate) fn respond(head: &RequestHead, code: u16, v: &Value, n: &Negotiated) 
 
 /// `ErrorNegotiated`: the Status in whatever the client accepts, or pretty JSON if
 /// nothing is acceptable (`WriteRawJSON`).
-pub(crate) fn error_response(head: &RequestHead, e: &ApiError) -> Response {
+pub(crate) fn error_response(head: &RequestHead, e: &ApiError, serving: Serving) -> Response {
     match neg::negotiate(
         head.header_or_empty("accept"),
-        neg::OFFERED,
+        serving.offered(),
         Restrictions::Default,
     ) {
         Some(n) => respond(head, e.code, &e.body, &n),
@@ -249,17 +274,21 @@ pub(crate) fn error_response(head: &RequestHead, e: &ApiError) -> Response {
     }
 }
 
-fn err(head: &RequestHead, e: ApiError) -> Plan {
-    Plan::Respond(error_response(head, &e))
+fn err(head: &RequestHead, e: ApiError, serving: Serving) -> Plan {
+    Plan::Respond(error_response(head, &e, serving))
 }
 
 /// Decides what to do with a request from its head alone.
 pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
     match route(&head.path) {
-        Target::NotFound => err(head, status::path_not_found()),
+        Target::NotFound => err(
+            head,
+            status::path_not_found(),
+            shared.serving_for_path(&head.path),
+        ),
         Target::Health => {
             if head.method != "GET" {
-                return err(head, status::method_not_allowed());
+                return err(head, status::method_not_allowed(), Serving::Legacy);
             }
             let mut r = Response::new(200, "text/plain; charset=utf-8", b"ok".to_vec());
             r.extra_headers
@@ -267,14 +296,16 @@ pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
             Plan::Respond(r)
         }
         Target::Version => {
+            // JSON only, CBOR or not (b-version-cbor).
             if head.method != "GET" {
-                return err(head, status::method_not_allowed());
+                return err(head, status::method_not_allowed(), Serving::Legacy);
             }
             let accept = head.header_or_empty("accept");
             if !neg::router_accepts(accept, neg::PRODUCES_VERSION) {
                 return err(
                     head,
                     ApiError::raw(neg::router_not_acceptable(neg::PRODUCES_VERSION)),
+                    Serving::Legacy,
                 );
             }
             Plan::Respond(Response::new(
@@ -293,8 +324,16 @@ pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
 }
 
 fn plan_discovery(shared: &Shared, head: &RequestHead, t: Target) -> Plan {
+    // A CBOR-enabled 1.36 serves group-version resource lists in CBOR (and means to
+    // for /api/v1, where it crashes; the stand-in serves it), but not /api, /apis or
+    // /apis/<group> (b-api-cbor, b-apis-cbor, b-apis-apps-cbor).
+    let serving = match &t {
+        Target::CoreV1 => shared.serving(""),
+        Target::GroupVersion(g) => shared.serving(g),
+        _ => Serving::Legacy,
+    };
     if head.method != "GET" {
-        return err(head, status::method_not_allowed());
+        return err(head, status::method_not_allowed(), serving);
     }
     let accept = head.header_or_empty("accept");
     // Built-in group versions are go-restful routes; a CRD's group is not.
@@ -303,16 +342,18 @@ fn plan_discovery(shared: &Shared, head: &RequestHead, t: Target) -> Plan {
         Target::GroupVersion(g) => g != "corpus.example.com",
         _ => false,
     };
-    if go_restful && !neg::router_accepts(accept, neg::PRODUCES_OBJECT) {
+    if go_restful && !neg::router_accepts(accept, serving.produces_object()) {
         return err(
             head,
-            ApiError::raw(neg::router_not_acceptable(neg::PRODUCES_OBJECT)),
+            ApiError::raw(neg::router_not_acceptable(serving.produces_object())),
+            serving,
         );
     }
-    let Some(n) = neg::negotiate(accept, neg::OFFERED, Restrictions::Default) else {
+    let Some(n) = neg::negotiate(accept, serving.offered(), Restrictions::Default) else {
         return err(
             head,
-            ApiError::raw(neg::not_acceptable(neg::PRODUCES_OBJECT)),
+            ApiError::raw(neg::not_acceptable(serving.produces_object())),
+            serving,
         );
     };
     let body = match t {
@@ -347,10 +388,20 @@ fn allowed_methods(t: &ResTarget) -> &'static [&'static str] {
     }
 }
 
-fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
-    if let Some(sub) = t.sub.clone() {
-        return plan_subresource(shared, head, t, &sub);
+/// The media type of a PATCH body as the handler compares it (params cut off).
+pub(crate) fn patch_media_type(content_type: &str) -> &str {
+    match content_type.find(';') {
+        Some(i) if i > 0 => &content_type[..i],
+        _ => content_type,
     }
+}
+
+fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
+    let serving = shared.serving(t.res.group);
+    if let Some(sub) = t.sub.clone() {
+        return plan_subresource(shared, head, t, &sub, serving);
+    }
+    let err = |head: &RequestHead, e: ApiError| err(head, e, serving);
     let method = head.method.as_str();
     if !allowed_methods(&t).contains(&method) {
         return err(head, status::method_not_allowed());
@@ -360,15 +411,15 @@ fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
     let query = Query::parse(&head.query);
     let is_list_route = t.legacy_watch || (t.name.is_none() && method == "GET");
     let produces = if is_list_route {
-        neg::PRODUCES_LIST
+        serving.produces_list()
     } else {
-        neg::PRODUCES_OBJECT
+        serving.produces_object()
     };
 
     // The go-restful router (built-in resources only): Content-Type, then Accept.
     if t.res.builtin {
         let consumes: &[&str] = if method == "PATCH" {
-            neg::PATCH_TYPES_BUILTIN
+            serving.patch_types(true)
         } else {
             &[]
         };
@@ -391,20 +442,13 @@ fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
         "DELETE" if t.name.is_none() => Verb::DeleteCollection,
         "DELETE" => Verb::Delete,
         "PATCH" => {
-            let types = if t.res.builtin {
-                neg::PATCH_TYPES_BUILTIN
-            } else {
-                neg::PATCH_TYPES_CR
-            };
-            let ct = match content_type.find(';') {
-                Some(i) if i > 0 => &content_type[..i],
-                _ => content_type,
-            };
+            let types = serving.patch_types(t.res.builtin);
+            let ct = patch_media_type(content_type);
             let kind = match ct {
                 "application/json-patch+json" => PatchKind::Json,
                 "application/merge-patch+json" => PatchKind::Merge,
                 "application/strategic-merge-patch+json" => PatchKind::Strategic,
-                "application/apply-patch+yaml" => PatchKind::Apply,
+                "application/apply-patch+yaml" | neg::APPLY_PATCH_CBOR => PatchKind::Apply,
                 _ => return err(head, ApiError::raw(neg::unsupported_media_type(types))),
             };
             if !types.contains(&ct) {
@@ -419,10 +463,10 @@ fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
     } else {
         Restrictions::Custom
     };
-    let Some(negotiated) = neg::negotiate(accept, neg::OFFERED, restrictions) else {
+    let Some(negotiated) = neg::negotiate(accept, serving.offered(), restrictions) else {
         return err(
             head,
-            ApiError::raw(neg::not_acceptable(neg::PRODUCES_OBJECT)),
+            ApiError::raw(neg::not_acceptable(serving.produces_object())),
         );
     };
 
@@ -433,9 +477,8 @@ fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
                 return err(
                     head,
                     status::not_acceptable_message(format!(
-                        "only the following media types are accepted: {}, {}",
-                        neg::JSON_WATCH,
-                        neg::PROTOBUF_WATCH
+                        "only the following media types are accepted: {}",
+                        serving.stream_types().join(", ")
                     )),
                 );
             }
@@ -449,14 +492,14 @@ fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
         } else {
             list(shared, head, &t, &query, &negotiated)
         };
-        return Plan::Respond(result.unwrap_or_else(|e| error_response(head, &e)));
+        return Plan::Respond(result.unwrap_or_else(|e| error_response(head, &e, serving)));
     }
 
     // Request bodies of create/update are checked against the input serializers now.
-    if matches!(verb, Verb::Create | Verb::Update) && neg::input_format(content_type).is_none() {
+    if matches!(verb, Verb::Create | Verb::Update) && serving.input_format(content_type).is_none() {
         return err(
             head,
-            ApiError::raw(neg::unsupported_media_type(neg::PRODUCES_OBJECT)),
+            ApiError::raw(neg::unsupported_media_type(serving.produces_object())),
         );
     }
     Plan::Body(Box::new(Pending {
@@ -465,10 +508,18 @@ fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
         negotiated,
         verb,
         query,
+        serving,
     }))
 }
 
-fn plan_subresource(shared: &Shared, head: &RequestHead, t: ResTarget, sub: &str) -> Plan {
+fn plan_subresource(
+    shared: &Shared,
+    head: &RequestHead,
+    t: ResTarget,
+    sub: &str,
+    serving: Serving,
+) -> Plan {
+    let err = |head: &RequestHead, e: ApiError| err(head, e, serving);
     let connect = t.res.kind == "Pod" && matches!(sub, "exec" | "attach" | "portforward");
     if !connect || t.legacy_watch {
         return err(head, status::path_not_found());

@@ -1,20 +1,28 @@
-//! A stand-in for a legacy (CBOR-off) kube-apiserver 1.36: JSON-only, in memory,
-//! reproducing the recorded wire behaviour (`shared/corpus`) closely enough to test
-//! cborgate against it and to run `cborgate demo`.
+//! A stand-in for a kube-apiserver 1.36, in memory, reproducing the recorded wire
+//! behaviour (`shared/corpus`) closely enough to test cborgate against it and to run
+//! `cborgate demo`. By default it is a legacy (CBOR-off) server, JSON-only; with
+//! [`CborMode::On`] it is a `CBORServingAndStorage=true` server (the `b-*`
+//! recordings), and with [`CborMode::Mixed`] some API groups are, as behind an
+//! aggregator that fronts servers of different ages.
 //!
 //! Module map: `http` (HTTP/1.1 connection), `negotiation` (router and apimachinery
 //! negotiation, 406/415 bodies), `api` (routing, negotiation order, reads), `verbs` (writes), `store` (objects,
 //! resourceVersions, watchers), `objects` (field order, defaults, managedFields,
 //! selectors), `patch`, `table` (Table/PartialObjectMetadata), `watch`, `upgrade`,
-//! `status`, `json` (Go-identical JSON text), `seed`, `util`.
+//! `status`, `json` (Go-identical JSON text), `cbor` (CBOR bodies and events, keys
+//! shuffled like the real server's), `seed`, `util`.
 //!
 //! Documented simplifications: YAML is answered as JSON text labelled
 //! `application/yaml`; protobuf as `k8s\x00` followed by JSON text (watch frames:
 //! 4-byte length, then that), and such bodies are accepted as requests; request YAML
 //! must be JSON-compatible; strategic merge patch and server-side apply are merge
-//! patches (no conflict detection); managedFields are approximate.
+//! patches (no conflict detection); managedFields are approximate. With CBOR on,
+//! `/api/v1` is served in CBOR (1.36 crashes that request instead); CBOR request
+//! bodies are read through the codec's CBOR→JSON, so an integral float sent in CBOR
+//! (`f9 4000`) is stored as the integer 2, where a real server would keep a float.
 
 mod api;
+mod cbor;
 mod http;
 mod json;
 mod negotiation;
@@ -42,6 +50,32 @@ use tokio::sync::watch as signal;
 use api::{Plan, Shared};
 use http::{BodyKind, Conn, ReadError, RequestHead, Response};
 
+/// Whether the stand-in serves CBOR (KEP-4222, gate `CBORServingAndStorage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CborMode {
+    /// A legacy server: JSON, YAML and protobuf only (the `a-*` recordings).
+    #[default]
+    Off,
+    /// A CBOR-enabled 1.36 server (the `b-*` recordings): `application/cbor` bodies
+    /// in and out, `application/cbor-seq` watches, `application/apply-patch+cbor`.
+    On,
+    /// The API groups listed (`""` for the core group) behave as with `On`, all
+    /// others as with `Off`, as when an aggregator fronts servers of different ages.
+    /// `/api`, `/apis`, `/apis/<group>` and `/version` have no CBOR in either mode.
+    Mixed { cbor_groups: Vec<String> },
+}
+
+impl CborMode {
+    /// Whether requests for this API group (`""`: core) are served with CBOR on.
+    pub fn serves_cbor(&self, group: &str) -> bool {
+        match self {
+            CborMode::Off => false,
+            CborMode::On => true,
+            CborMode::Mixed { cbor_groups } => cbor_groups.iter().any(|g| g == group),
+        }
+    }
+}
+
 /// How the stand-in behaves.
 #[derive(Clone, Debug)]
 pub struct StandInOptions {
@@ -51,6 +85,8 @@ pub struct StandInOptions {
     /// instead of `Content-Length`. `None` (default): always `Content-Length`.
     /// `Some(2048)` imitates Go's net/http, which is what a real apiserver does.
     pub chunked_above: Option<usize>,
+    /// CBOR off (default), on, or on for some API groups only.
+    pub cbor: CborMode,
 }
 
 impl Default for StandInOptions {
@@ -58,6 +94,7 @@ impl Default for StandInOptions {
         StandInOptions {
             bookmark_interval: Duration::from_secs(1),
             chunked_above: None,
+            cbor: CborMode::Off,
         }
     }
 }
@@ -324,7 +361,15 @@ async fn serve_conn(mut conn: Conn, shared: Arc<Shared>, mut stop: signal::Recei
                     Ok(b) => b,
                     Err(ReadError::Io) => return,
                     Err(ReadError::TooLarge) => {
-                        let r = plain_error(413, String::new());
+                        // A CBOR-enabled server writes this Status in CBOR if asked.
+                        let r = match pending.serving {
+                            negotiation::Serving::Cbor => api::error_response(
+                                &head,
+                                &status::too_large(http::MAX_BODY),
+                                pending.serving,
+                            ),
+                            negotiation::Serving::Legacy => plain_error(413, String::new()),
+                        };
                         let _ = write_response(&mut conn, &shared, Some(&head), &r, true).await;
                         return;
                     }

@@ -1,9 +1,13 @@
-//! Content negotiation as a kube-apiserver with CBOR off does it, in its two layers:
+//! Content negotiation as a kube-apiserver does it, with CBOR off or (per endpoint,
+//! [`Serving`]) on, in its two layers:
 //! the go-restful router (exact media-type match on `Produces`/`Consumes`, params
 //! stripped, `*/*` accepted; its 406/415 bodies) and apimachinery's negotiation over
 //! goautoneg-parsed `Accept` clauses (q-values sorted but `q=0` kept, `*/*`,
 //! `type/*`, the `as`/`g`/`v`/`stream`/`pretty` parameters, endpoint restrictions for
-//! Table and PartialObjectMetadata). Also request-body media types.
+//! Table and PartialObjectMetadata). Also request-body media types. With CBOR on
+//! (`CBORServingAndStorage`), `application/cbor` joins the offered serializers (after
+//! protobuf, so `*/*` still means JSON), watches stream `application/cbor-seq`, Table
+//! stays JSON/YAML only, and `application/apply-patch+cbor` joins the patch types.
 
 use serde_json::{json, Value};
 
@@ -12,6 +16,10 @@ pub(crate) const YAML: &str = "application/yaml";
 pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 pub(crate) const JSON_WATCH: &str = "application/json;stream=watch";
 pub(crate) const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+pub(crate) const CBOR: &str = "application/cbor";
+/// The watch media type of a CBOR-enabled server (RFC 8742 CBOR Sequence).
+pub(crate) const CBOR_SEQ: &str = "application/cbor-seq";
+pub(crate) const APPLY_PATCH_CBOR: &str = "application/apply-patch+cbor";
 
 /// The prefix of every Kubernetes protobuf body; the stand-in puts JSON text after it.
 pub(crate) const PROTOBUF_MAGIC: &[u8] = b"k8s\x00";
@@ -20,6 +28,18 @@ pub(crate) const PROTOBUF_MAGIC: &[u8] = b"k8s\x00";
 pub(crate) const PRODUCES_OBJECT: &[&str] = &[JSON, YAML, PROTOBUF];
 /// What list and watch routes produce (adds the stream variants).
 pub(crate) const PRODUCES_LIST: &[&str] = &[JSON, YAML, PROTOBUF, JSON_WATCH, PROTOBUF_WATCH];
+/// With CBOR on: what single-object routes produce (`MediaTypesForSerializer`).
+pub(crate) const PRODUCES_OBJECT_CBOR: &[&str] = &[JSON, YAML, PROTOBUF, CBOR];
+/// With CBOR on: what list and watch routes produce; CBOR's stream type is `cbor-seq`.
+pub(crate) const PRODUCES_LIST_CBOR: &[&str] = &[
+    JSON,
+    YAML,
+    PROTOBUF,
+    CBOR,
+    JSON_WATCH,
+    PROTOBUF_WATCH,
+    CBOR_SEQ,
+];
 /// What `/version` produces.
 pub(crate) const PRODUCES_VERSION: &[&str] = &[JSON];
 
@@ -37,12 +57,29 @@ pub(crate) const PATCH_TYPES_CR: &[&str] = &[
     "application/apply-patch+yaml",
 ];
 
+/// With CBOR on: patch types of a built-in resource (apply-patch+cbor appended).
+pub(crate) const PATCH_TYPES_BUILTIN_CBOR: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    APPLY_PATCH_CBOR,
+];
+/// With CBOR on: patch types of a custom resource.
+pub(crate) const PATCH_TYPES_CR_CBOR: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    APPLY_PATCH_CBOR,
+];
+
 /// One serializer the server can write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Format {
     Json,
     Yaml,
     Protobuf,
+    Cbor,
 }
 
 impl Format {
@@ -51,6 +88,7 @@ impl Format {
             Format::Json => JSON,
             Format::Yaml => YAML,
             Format::Protobuf => PROTOBUF,
+            Format::Cbor => CBOR,
         }
     }
     fn parts(self) -> (&'static str, &'static str) {
@@ -58,6 +96,7 @@ impl Format {
             Format::Json => ("application", "json"),
             Format::Yaml => ("application", "yaml"),
             Format::Protobuf => ("application", "vnd.kubernetes.protobuf"),
+            Format::Cbor => ("application", "cbor"),
         }
     }
     pub(crate) fn has_stream(self) -> bool {
@@ -67,6 +106,61 @@ impl Format {
 
 /// The serializers every endpoint of this server has, in the server's order.
 pub(crate) const OFFERED: &[Format] = &[Format::Json, Format::Yaml, Format::Protobuf];
+/// With CBOR on: CBOR last, so `*/*` and an empty `Accept` still choose JSON.
+pub(crate) const OFFERED_CBOR: &[Format] =
+    &[Format::Json, Format::Yaml, Format::Protobuf, Format::Cbor];
+
+/// Which serializers stand behind one endpoint: a legacy server's (CBOR off) or a
+/// CBOR-enabled one's. Behind an aggregator, this can differ per API group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum Serving {
+    #[default]
+    Legacy,
+    Cbor,
+}
+
+impl Serving {
+    pub(crate) fn offered(self) -> &'static [Format] {
+        match self {
+            Serving::Legacy => OFFERED,
+            Serving::Cbor => OFFERED_CBOR,
+        }
+    }
+    pub(crate) fn produces_object(self) -> &'static [&'static str] {
+        match self {
+            Serving::Legacy => PRODUCES_OBJECT,
+            Serving::Cbor => PRODUCES_OBJECT_CBOR,
+        }
+    }
+    pub(crate) fn produces_list(self) -> &'static [&'static str] {
+        match self {
+            Serving::Legacy => PRODUCES_LIST,
+            Serving::Cbor => PRODUCES_LIST_CBOR,
+        }
+    }
+    /// The stream media types (`MediaTypesForSerializer`'s second list).
+    pub(crate) fn stream_types(self) -> &'static [&'static str] {
+        &self.produces_list()[self.produces_object().len()..]
+    }
+    pub(crate) fn patch_types(self, builtin: bool) -> &'static [&'static str] {
+        match (self, builtin) {
+            (Serving::Legacy, true) => PATCH_TYPES_BUILTIN,
+            (Serving::Legacy, false) => PATCH_TYPES_CR,
+            (Serving::Cbor, true) => PATCH_TYPES_BUILTIN_CBOR,
+            (Serving::Cbor, false) => PATCH_TYPES_CR_CBOR,
+        }
+    }
+    /// The request-body format for POST/PUT/DELETE bodies (`NegotiateInputSerializer`).
+    pub(crate) fn input_format(self, content_type: &str) -> Option<Format> {
+        match input_format(content_type) {
+            Some(f) => Some(f),
+            None if self == Serving::Cbor => {
+                (body_media_type(content_type)?.as_str() == CBOR).then_some(Format::Cbor)
+            }
+            None => None,
+        }
+    }
+}
 
 /// A requested transformation (`as=Table;g=meta.k8s.io;v=v1` and friends).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +204,7 @@ impl Restrictions {
                     return false;
                 }
                 match c.kind.as_str() {
-                    "Table" => format != Format::Protobuf,
+                    "Table" => matches!(format, Format::Json | Format::Yaml),
                     "PartialObjectMetadata" | "PartialObjectMetadataList" => true,
                     _ => false,
                 }

@@ -2,7 +2,8 @@
 //! the recorded `a-*` exchanges byte for byte, CRUD/404/409 flows, Table and
 //! PartialObjectMetadata shapes, watches, keep-alive, chunked bodies, upgrades and
 //! garbage input. Where `shared/corpus` is beside the repository, recorded files are
-//! compared too; the key recorded bodies are also embedded here.
+//! compared too; the key recorded bodies are also embedded here. The CBOR modes
+//! (`b-*` recordings) are tested in the child module `tests_cbor.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +15,9 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use super::{StandIn, StandInOptions};
+
+#[path = "tests_cbor.rs"]
+mod cbor_mode;
 
 const UA: &str = "harness-verify/1.0";
 

@@ -4,7 +4,8 @@
 //! resumption from a resourceVersion out of the event log (410 Expired when too old),
 //! periodic BOOKMARKs, label/field selector transitions, Table and
 //! PartialObjectMetadata transforms, `timeoutSeconds`, and an end on shutdown or when
-//! the client goes away.
+//! the client goes away. With CBOR negotiated the stream is `application/cbor-seq`:
+//! one `55799({"type":…,"object":55799(…)})` item per event, one event per chunk.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::watch as signal;
 
 use super::api::Shared;
+use super::cbor;
 use super::http::{self, Conn, RequestHead};
 use super::json;
 use super::negotiation::{self as neg, Format, Negotiated};
@@ -74,6 +76,9 @@ impl Writer<'_> {
     }
 
     fn frame(&self, typ: &str, object: &Value) -> Vec<u8> {
+        if self.plan.negotiated.format == Format::Cbor {
+            return cbor::encode_event(typ, object);
+        }
         // {"type":…,"object":…} written directly, without copying the object.
         let mut ev = Vec::with_capacity(512);
         ev.extend_from_slice(b"{\"type\":");
@@ -194,6 +199,7 @@ pub(crate) async fn serve(
     let chunked = head.minor >= 1;
     let content_type = match plan.negotiated.format {
         Format::Protobuf => neg::PROTOBUF_WATCH,
+        Format::Cbor => neg::CBOR_SEQ,
         _ => neg::JSON,
     };
     let audit = head

@@ -314,3 +314,4 @@ pub fn json_canon(text: &[u8]) -> Vec<J> {
 
 pub mod harness;
 pub mod http;
+pub mod scenario;

@@ -1,0 +1,307 @@
+//! Every mode against the legacy, CBOR-enabled and mixed stand-ins, running
+//! the client-go scenario: the client sees the same results in every mode;
+//! what the upstream received is what the mode says.
+
+mod support;
+
+use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use cborgate::standin::{CborMode, StandInOptions};
+use serde_json::{json, Value};
+use support::harness::Harness;
+use support::http::Conn;
+use support::scenario::{run, ACCEPTS};
+
+const CMS: &str = "/api/v1/namespaces/demo/configmaps";
+const GADGETS: &str = "/apis/corpus.example.com/v1/namespaces/demo/gadgets";
+
+fn cm(n: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"k": "v"}, "binaryData": {"b": "AAEC/w=="}})
+}
+
+fn gadget(n: &str) -> Value {
+    json!({"apiVersion": "corpus.example.com/v1", "kind": "Gadget", "metadata": {"name": n}, "spec": {"size": 3, "ratio": 0.25, "tags": ["a"]}})
+}
+
+fn upstream(kind: &str) -> StandInOptions {
+    let cbor = match kind {
+        "legacy" => CborMode::Off,
+        "cbor" => CborMode::On,
+        _ => CborMode::Mixed {
+            cbor_groups: vec!["corpus.example.com".into()],
+        },
+    };
+    StandInOptions {
+        cbor,
+        ..Default::default()
+    }
+}
+
+/// (method, resource, content type) of every upstream request that carried a
+/// body. (Classified by Content-Type: a body answered early with a 415 may be
+/// recorded empty, as the proxy drops that connection before it is drained.)
+fn bodies(h: &Harness) -> Vec<(String, String, String)> {
+    h.standin()
+        .requests()
+        .into_iter()
+        .filter(|r| r.header("content-type").is_some())
+        .map(|r| {
+            let kind = if r.path.starts_with("/apis/") {
+                "gadgets"
+            } else {
+                "configmaps"
+            };
+            (
+                r.method.clone(),
+                kind.to_string(),
+                r.header("content-type").unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_client_scenario_in_every_mode_against_every_upstream() {
+    for (mode, kind) in [
+        ("legacy", "legacy"),
+        ("legacy", "cbor"),
+        ("legacy", "mixed"),
+        ("auto", "legacy"),
+        ("auto", "cbor"),
+        ("auto", "mixed"),
+        ("native", "cbor"),
+        ("upgrade", "cbor"),
+    ] {
+        let h = Harness::start_with(mode, &[], upstream(kind));
+        let mut c = Conn::connect(h.proxy);
+        for (i, accept) in ACCEPTS.iter().enumerate() {
+            run(&h, &mut c, accept, CMS, &cm, &format!("m-cm-{i}"));
+            run(&h, &mut c, accept, GADGETS, &gadget, &format!("m-g-{i}"));
+        }
+        let sent = bodies(&h);
+        let cbor_sent = |kind_: &str| {
+            sent.iter()
+                .filter(|(_, k, ct)| k == kind_ && ct.contains("cbor"))
+                .count()
+        };
+        let json_sent = |kind_: &str| {
+            sent.iter()
+                .filter(|(_, k, ct)| k == kind_ && !ct.contains("cbor"))
+                .count()
+        };
+        let codec = h.metric("cborgate_codec_duration_seconds_count", &[]);
+        let fallbacks = h.metric("cborgate_fallbacks_total", &[]);
+        let what = format!(
+            "mode {mode} against {kind}: sent {sent:?}, codec {codec}, fallbacks {fallbacks}"
+        );
+        match (mode, kind) {
+            ("legacy", _) => {
+                assert_eq!(cbor_sent("configmaps") + cbor_sent("gadgets"), 0, "{what}");
+                assert!(
+                    h.standin()
+                        .requests()
+                        .iter()
+                        .all(|r| !r.header("accept").unwrap_or("").contains("cbor")),
+                    "{what}"
+                );
+            }
+            ("auto", "legacy") => {
+                // One CBOR try (a 415, replayed) per (verb, resource): POST, PUT, APPLY.
+                assert_eq!(
+                    (cbor_sent("configmaps"), cbor_sent("gadgets")),
+                    (3, 3),
+                    "{what}"
+                );
+                assert_eq!(fallbacks, 6.0, "{what}");
+            }
+            ("auto", "cbor") | ("native", _) | ("upgrade", _) => {
+                // A CBOR-enabled upstream gets CBOR and nothing is transcoded.
+                assert_eq!(json_sent("configmaps") + json_sent("gadgets"), 0, "{what}");
+                assert_eq!(codec, 0.0, "{what}");
+                assert_eq!(fallbacks, 0.0, "{what}");
+            }
+            ("auto", "mixed") => {
+                assert_eq!(json_sent("gadgets"), 0, "{what}");
+                assert_eq!(cbor_sent("configmaps"), 3, "{what}");
+                assert_eq!(fallbacks, 3.0, "{what}");
+            }
+            _ => unreachable!(),
+        }
+        assert_eq!(
+            h.metric("cborgate_requests_total", &[("code", "415")]),
+            0.0,
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn auto_against_a_cbor_upstream_passes_bodies_through_byte_identical() {
+    let h = Harness::start_with("auto", &[], upstream("cbor"));
+    let body = json_to_cbor(
+        cm("bytes").to_string().as_bytes(),
+        JsonToCborOptions::default(),
+    )
+    .unwrap();
+    let r = support::http::once(
+        h.proxy,
+        "POST",
+        CMS,
+        &[
+            ("Content-Type", "application/cbor"),
+            ("Accept", "application/cbor"),
+        ],
+        Some(&body),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        h.standin().requests().last().unwrap().body,
+        body,
+        "request body untouched"
+    );
+    // Responses: the upstream's own CBOR (map order shuffled per response), untouched.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        let r = support::http::once(
+            h.proxy,
+            "GET",
+            &format!("{CMS}/bytes"),
+            &[("Accept", "application/cbor")],
+            None,
+        );
+        assert_eq!(r.status, 200);
+        seen.insert(r.body);
+    }
+    assert!(
+        seen.len() > 1,
+        "the upstream's random map order reaches the client: nothing re-encoded"
+    );
+    let w = support::http::once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}?watch=1&timeoutSeconds=1"),
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert_eq!(w.header("content-type"), Some("application/cbor-seq"));
+    assert_eq!(h.metric("cborgate_codec_duration_seconds_count", &[]), 0.0);
+    let caps = support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
+    assert!(String::from_utf8_lossy(&caps.body).contains("\"upstream\":\"cbor\""));
+}
+
+#[test]
+fn upgrade_lets_a_json_client_exercise_the_cbor_path() {
+    let h = Harness::start_with("upgrade", &[], upstream("cbor"));
+    let json_hdr = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ];
+    let mut c = Conn::connect(h.proxy);
+    // create
+    let r = c.request(
+        "POST",
+        CMS,
+        &json_hdr,
+        Some(cm("up").to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let created: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(created["metadata"]["name"], "up");
+    // get, list
+    let r = c.request(
+        "GET",
+        &format!("{CMS}/up"),
+        &[("Accept", "application/json")],
+        None,
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["k"],
+        "v"
+    );
+    let r = c.request("GET", CMS, &[("Accept", "application/json")], None);
+    let list: Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["metadata"]["name"] == "up"));
+    // apply (YAML media type, JSON text)
+    let apply = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "up"}, "data": {"k": "applied"}});
+    let r = c.request(
+        "PATCH",
+        &format!("{CMS}/up?fieldManager=load"),
+        &[
+            ("Content-Type", "application/apply-patch+yaml"),
+            ("Accept", "application/json"),
+        ],
+        Some(apply.to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&r.body).unwrap()["data"]["k"],
+        "applied"
+    );
+    // watch: cbor-seq upstream, JSON lines to the client
+    let r = c.request(
+        "GET",
+        &format!("{CMS}?watch=1&timeoutSeconds=1"),
+        &[("Accept", "application/json")],
+        None,
+    );
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let events: Vec<Value> = r
+        .body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert!(
+        events.len() >= 2 && events.iter().all(|e| e["type"] == "ADDED"),
+        "{events:?}"
+    );
+    // errors come back as JSON Status
+    let r = c.request(
+        "GET",
+        &format!("{CMS}/missing"),
+        &[("Accept", "application/json")],
+        None,
+    );
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&r.body).unwrap()["reason"],
+        "NotFound"
+    );
+    // The upstream received only CBOR request bodies, and was asked for CBOR.
+    for req in h.standin().requests() {
+        if !req.body.is_empty() {
+            let ct = req.header("content-type").unwrap_or("");
+            assert!(
+                ct == "application/cbor" || ct == "application/apply-patch+cbor",
+                "{ct}"
+            );
+            cbor_to_json(&req.body, CborToJsonOptions::default()).expect("valid CBOR upstream");
+        }
+        assert!(
+            req.header("accept")
+                .unwrap_or("")
+                .starts_with("application/cbor"),
+            "{:?}",
+            req.header("accept")
+        );
+    }
+    // Protobuf clients are left alone.
+    let r = c.request(
+        "GET",
+        &format!("{CMS}/up"),
+        &[("Accept", "application/vnd.kubernetes.protobuf")],
+        None,
+    );
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
+    );
+    assert_eq!(
+        h.standin().requests().last().unwrap().header("accept"),
+        Some("application/vnd.kubernetes.protobuf")
+    );
+}
