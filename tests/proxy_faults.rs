@@ -133,3 +133,115 @@ fn malformed_upstream_json_never_reaches_the_client_as_complete_cbor() {
         ) >= 1.0
     );
 }
+
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
+    let h = Harness::start("legacy", &[]);
+    let pid = h.child.id();
+    // Warm up (lazily opened descriptors), then measure.
+    support::http::once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let before = fd_count(pid);
+    let mut watches = Vec::new();
+    for _ in 0..20 {
+        let mut c = Conn::connect(h.proxy);
+        c.send(
+            "GET",
+            "/api/v1/namespaces/demo/configmaps?watch=1&timeoutSeconds=600",
+            &[("Accept", "application/cbor")],
+            None,
+        );
+        assert_eq!(c.head().status, 200);
+        watches.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let during = fd_count(pid);
+    assert!(during >= before + 30, "20 watches hold a client and an upstream socket each (one pooled connection may be reused): {before} -> {during}");
+    assert_eq!(h.metric("cborgate_watch_streams_active", &[]), 20.0);
+    drop(watches);
+    // The stand-in sends a bookmark every second: the proxy notices the
+    // hang-up on its next write at the latest and closes the upstream.
+    let t = std::time::Instant::now();
+    loop {
+        let now = fd_count(pid);
+        if now <= before && h.metric("cborgate_watch_streams_active", &[]) == 0.0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "descriptors not released: {before} -> {now}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn watches_are_never_timed_out_waiting_for_headers() {
+    // An upstream that answers after 2.5 s; the header timeout is 1 s.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2500));
+                let ev = b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"late\"}}}\n";
+                let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", ev.len());
+                let _ = w.write_all(ev);
+                let _ = w.write_all(b"\r\n0\r\n\r\n");
+            });
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("cborgate-slowwatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.toml");
+    std::fs::write(&conf, "[upstream]\nresponse_header_timeout_seconds = 1\n").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(
+        &format!("http://{addr}"),
+        "legacy",
+        &["--config", conf.to_str().unwrap()],
+        rt,
+    );
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/namespaces/x/configmaps?watch=1",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert!(
+        ends_cleanly(&mut c),
+        "the slow watch must be served, not 504"
+    );
+    // A short request to the same slow upstream does get the 504.
+    let r = support::http::once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/x/configmaps/y",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert_eq!(r.status, 504);
+}
