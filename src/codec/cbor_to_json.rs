@@ -243,24 +243,38 @@ impl Encoder {
     }
 }
 
-/// Append `"input[i..i + n]"`, for plain ASCII text. Most strings are
-/// short: those are copied as a fixed 24 bytes (a few moves, no call) and cut
-/// back.
+/// Append `"input[i..i + n]"` for plain ASCII text, after a comma if
+/// `comma`, followed by a colon if `colon`. Most strings are short: then the
+/// whole piece is assembled in a fixed-size buffer and appended at once (one
+/// capacity check, no call), then cut back to its length.
 #[inline(always)]
-fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize) {
-    out.push(b'"');
+fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colon: bool) {
     if let Some(chunk) = input
         .get(i..i + 24)
         .and_then(|c| <&[u8; 24]>::try_from(c).ok())
         .filter(|_| n <= 24)
     {
+        let mut buf = [0u8; 28];
+        let p = comma as usize;
+        buf[0] = b',';
+        buf[p] = b'"';
+        buf[p + 1..p + 25].copy_from_slice(chunk);
+        buf[p + 1 + n] = b'"';
+        buf[p + 2 + n] = b':';
         let at = out.len();
-        out.extend_from_slice(chunk);
-        out.truncate(at + n);
-    } else {
-        out.extend_from_slice(&input[i..i + n]);
+        out.extend_from_slice(&buf);
+        out.truncate(at + p + 2 + n + colon as usize);
+        return;
+    }
+    if comma {
+        out.push(b',');
     }
     out.push(b'"');
+    out.extend_from_slice(&input[i..i + n]);
+    out.push(b'"');
+    if colon {
+        out.push(b':');
+    }
 }
 
 /// Length of a CBOR head, from its first byte.
@@ -733,20 +747,18 @@ impl CborToJson {
             // look at the enclosing frame.
             self.str_major = major;
             self.str_dest = dest;
-            out.reserve(n.max(24) + 3);
+            out.reserve(n.max(28) + 4);
             let closes = match self.stack.last_mut() {
                 Some(Frame::Map {
                     key_next: key_next @ true,
                     first,
                     ..
                 }) => {
-                    if !*first {
-                        out.push(b',');
-                    }
+                    quoted(out, input, i, n, !*first, true);
                     *first = false;
-                    quoted(out, input, i, n);
                     if self.opts.dedupe_keys {
                         if let KeyOutcome::Dup(_) = self.keys.key(&input[i..], n, ()) {
+                            out.pop(); // the colon: output as the slow path leaves it
                             return Err(CodecError::new(
                                 Reason::DuplicateKey,
                                 self.offset + end as u64,
@@ -754,7 +766,6 @@ impl CborToJson {
                         }
                     }
                     *key_next = false;
-                    out.push(b':');
                     false
                 }
                 Some(Frame::Map {
@@ -762,7 +773,7 @@ impl CborToJson {
                     remaining,
                     ..
                 }) => {
-                    quoted(out, input, i, n);
+                    quoted(out, input, i, n, false, false);
                     if *remaining == Some(1) {
                         true
                     } else {
@@ -774,11 +785,8 @@ impl CborToJson {
                     }
                 }
                 Some(Frame::Array { first, remaining }) => {
-                    if !*first {
-                        out.push(b',');
-                    }
+                    quoted(out, input, i, n, !*first, false);
                     *first = false;
-                    quoted(out, input, i, n);
                     if *remaining == Some(1) {
                         true
                     } else {

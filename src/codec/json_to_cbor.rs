@@ -935,20 +935,25 @@ impl JsonToCbor {
     ) -> Result<usize, CodecError> {
         let n = s.len();
         if n < 24 {
-            self.body.push(self.str_major | n as u8);
             self.inline += 1;
-            // Most strings are short: copy a fixed 24 bytes (a few moves, no
-            // call) when the input has them, then cut back to the string.
+            // Most strings are short: head and text are assembled in a
+            // fixed-size buffer and appended at once (one capacity check, no
+            // call) when the input has 24 bytes from the string on, then cut
+            // back to their length.
             let from = quote - n;
             if let Some(chunk) = input
                 .get(from..from + 24)
                 .filter(|_| raw)
                 .and_then(|c| <&[u8; 24]>::try_from(c).ok())
             {
+                let mut buf = [0u8; 25];
+                buf[0] = self.str_major | n as u8;
+                buf[1..].copy_from_slice(chunk);
                 let len = self.body.len();
-                self.body.extend_from_slice(chunk);
-                self.body.truncate(len + n);
+                self.body.extend_from_slice(&buf);
+                self.body.truncate(len + 1 + n);
             } else {
+                self.body.push(self.str_major | n as u8);
                 self.body.extend_from_slice(s);
             }
         } else {
