@@ -4,38 +4,22 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::time::Duration;
-use support::harness::Harness;
+use support::harness::{fake_upstream, Harness};
 use support::http::Conn;
 
 /// An upstream that sends a 200 JSON head and `body`, then drops the connection.
 fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", body.len());
-                let _ = w.write_all(body);
-                let _ = w.write_all(b"\r\n");
-                let _ = w.flush();
-                std::thread::sleep(Duration::from_millis(100));
-                // Reset: no terminating chunk.
-                drop(w);
-            });
-        }
-    });
-    addr
+    fake_upstream(move |w| {
+        let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", body.len());
+        let _ = w.write_all(body);
+        let _ = w.write_all(b"\r\n");
+        let _ = w.flush();
+        std::thread::sleep(Duration::from_millis(100));
+        // Dropped here: no terminating chunk.
+    })
 }
 
 /// Read a response; true only if a complete chunked body arrived.
@@ -190,26 +174,12 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
 #[test]
 fn watches_are_never_timed_out_waiting_for_headers() {
     // An upstream that answers after 2.5 s; the header timeout is 1 s.
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(2500));
-                let ev = b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"late\"}}}\n";
-                let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", ev.len());
-                let _ = w.write_all(ev);
-                let _ = w.write_all(b"\r\n0\r\n\r\n");
-            });
-        }
+    let addr = fake_upstream(|w| {
+        std::thread::sleep(Duration::from_millis(2500));
+        let ev = b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"late\"}}}\n";
+        let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", ev.len());
+        let _ = w.write_all(ev);
+        let _ = w.write_all(b"\r\n0\r\n\r\n");
     });
     let dir = std::env::temp_dir().join(format!("cborgate-slowwatch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

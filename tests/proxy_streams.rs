@@ -9,9 +9,9 @@ use cborgate::codec::{
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use support::harness::Harness;
+use support::harness::{fake_upstream, Harness};
 use support::http::{once, Conn};
 
 const CMS: &str = "/api/v1/namespaces/load/configmaps";
@@ -244,49 +244,33 @@ fn a_thousand_idle_watches() {
 /// An upstream that answers any GET with a PodList of `pods` pods as chunked
 /// JSON, generated on the fly (so the test holds none of it).
 fn big_list_upstream(pods: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
+    fake_upstream(move |w| {
+        let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+        let chunk = |w: &mut TcpStream, data: &[u8]| -> std::io::Result<()> {
+            write!(w, "{:x}\r\n", data.len())?;
+            w.write_all(data)?;
+            w.write_all(b"\r\n")
+        };
+        let pad = "x".repeat(6000);
+        let mut buf =
+            br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#
+                .to_vec();
+        for i in 0..pods {
+            if i > 0 {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(format!(r#"{{"metadata":{{"name":"pod-{i}","namespace":"big","labels":{{"app":"a{}"}}}},"spec":{{"containers":[{{"name":"c","image":"img:{i}","args":["{pad}"]}}],"priority":{i},"ratio":1.5}},"status":{{"phase":"Running"}}}}"#, i % 7).as_bytes());
+            if buf.len() > 64 * 1024 {
+                if chunk(w, &buf).is_err() {
+                    return;
                 }
-                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
-                let chunk = |w: &mut TcpStream, data: &[u8]| -> std::io::Result<()> {
-                    write!(w, "{:x}\r\n", data.len())?;
-                    w.write_all(data)?;
-                    w.write_all(b"\r\n")
-                };
-                let pad = "x".repeat(6000);
-                let mut buf = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#.to_vec();
-                for i in 0..pods {
-                    if i > 0 {
-                        buf.push(b',');
-                    }
-                    buf.extend_from_slice(format!(r#"{{"metadata":{{"name":"pod-{i}","namespace":"big","labels":{{"app":"a{}"}}}},"spec":{{"containers":[{{"name":"c","image":"img:{i}","args":["{pad}"]}}],"priority":{i},"ratio":1.5}},"status":{{"phase":"Running"}}}}"#, i % 7).as_bytes());
-                    if buf.len() > 64 * 1024 {
-                        if chunk(&mut w, &buf).is_err() {
-                            return;
-                        }
-                        buf.clear();
-                    }
-                }
-                buf.extend_from_slice(b"]}");
-                let _ = chunk(&mut w, &buf);
-                let _ = w.write_all(b"0\r\n\r\n");
-            });
+                buf.clear();
+            }
         }
-    });
-    addr
+        buf.extend_from_slice(b"]}");
+        let _ = chunk(w, &buf);
+        let _ = w.write_all(b"0\r\n\r\n");
+    })
 }
 
 #[test]
@@ -406,28 +390,15 @@ fn websocket_and_spdy_upgrades_carry_bytes_both_ways() {
 #[test]
 fn sigterm_lets_short_requests_finish_ends_watches_and_exits_0() {
     // An upstream that answers its first request after 1.5 s.
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let slow = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(1500));
-                let body = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slow"}}"#;
-                let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
-                let _ = w.write_all(body);
-            });
-        }
+    let slow = fake_upstream(|w| {
+        std::thread::sleep(Duration::from_millis(1500));
+        let body = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slow"}}"#;
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let _ = w.write_all(body);
     });
     let dir = std::env::temp_dir().join(format!("cborgate-term-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

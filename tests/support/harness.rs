@@ -158,3 +158,33 @@ impl Drop for Harness {
         let _ = self.child.wait();
     }
 }
+
+/// A hand-written upstream on loopback for fault and load tests: for every
+/// connection it reads one request head, then lets `respond` write whatever
+/// it likes (or nothing) on the stream. Returns its address.
+pub fn fake_upstream(respond: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> SocketAddr {
+    use std::io::BufRead;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let respond = std::sync::Arc::new(respond);
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let respond = respond.clone();
+            std::thread::spawn(move || {
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut w = s;
+                respond(&mut w);
+            });
+        }
+    });
+    addr
+}
