@@ -130,6 +130,8 @@ pub trait Transcoder: Send + Sync {
     fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError>;
     /// Completed top-level items (watch events) so far.
     fn documents(&self) -> u64;
+    /// Start over on new input, keeping allocated buffers.
+    fn reset(&mut self);
 }
 
 impl Transcoder for JsonToCbor {
@@ -142,6 +144,9 @@ impl Transcoder for JsonToCbor {
     fn documents(&self) -> u64 {
         JsonToCbor::documents(self)
     }
+    fn reset(&mut self) {
+        JsonToCbor::reset(self)
+    }
 }
 
 impl Transcoder for CborToJson {
@@ -153,6 +158,9 @@ impl Transcoder for CborToJson {
     }
     fn documents(&self) -> u64 {
         CborToJson::documents(self)
+    }
+    fn reset(&mut self) {
+        CborToJson::reset(self)
     }
 }
 
