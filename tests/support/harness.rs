@@ -16,9 +16,20 @@ pub struct Harness {
     pub child: Child,
 }
 
+/// A loopback port nobody listens on, never the same twice in this test
+/// process (tests run in parallel; two harnesses sharing a port would talk
+/// to each other's proxies).
 pub fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&addr.port()) {
+            given.push(addr.port());
+            return addr;
+        }
+    }
 }
 
 fn wait_for(addr: SocketAddr, child: &mut Child) {
@@ -84,6 +95,11 @@ impl Harness {
             .expect("start cborgate");
         wait_for(proxy, &mut child);
         wait_for(admin, &mut child);
+        // Listening, and it is ours: a child that lost its port exits early.
+        std::thread::sleep(Duration::from_millis(50));
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("cborgate exited after start-up: {status}");
+        }
         Harness {
             rt,
             standin: None,
