@@ -171,27 +171,40 @@ static STR_STOP: [bool; 256] = {
     t
 };
 
+/// The eight bytes of `s` at `i`, little-endian.
+#[inline(always)]
+fn word(s: &[u8], i: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[i..i + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Offset of the first byte in the word `v` that stops a plain run (`"`, `\`,
+/// a control character and, with `ascii`, any byte >= 0x80), or `None`.
+/// Only the lowest flagged byte is exact, which is the one wanted.
+#[inline(always)]
+fn first_stop(v: u64, ascii: bool) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let q = v ^ (ONES * b'"' as u64);
+    let b = v ^ (ONES * b'\\' as u64);
+    let mut hit =
+        q.wrapping_sub(ONES) & !q | b.wrapping_sub(ONES) & !b | v.wrapping_sub(ONES * 0x20) & !v;
+    if ascii {
+        hit |= v;
+    }
+    let hit = hit & HIGH;
+    (hit != 0).then(|| (hit.trailing_zeros() / 8) as usize)
+}
+
 /// Length of the plain run at the start of `s`: bytes up to (not including)
 /// the first `"`, `\` or control character. Eight bytes at a time.
 #[inline]
 pub(crate) fn plain_run(s: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
     while i + 8 <= s.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[i..i + 8]);
-        let v = u64::from_le_bytes(w);
-        let q = v ^ (ONES * b'"' as u64);
-        let b = v ^ (ONES * b'\\' as u64);
-        // Per byte: zero (quote, backslash) or below 0x20. Only the lowest
-        // flagged byte is exact, which is the one wanted.
-        let hit = (q.wrapping_sub(ONES) & !q
-            | b.wrapping_sub(ONES) & !b
-            | v.wrapping_sub(ONES * 0x20) & !v)
-            & HIGH;
-        if hit != 0 {
-            return i + (hit.trailing_zeros() / 8) as usize;
+        if let Some(at) = first_stop(word(s, i), false) {
+            return i + at;
         }
         i += 8;
     }
@@ -204,22 +217,10 @@ pub(crate) fn plain_run(s: &[u8]) -> usize {
 /// Like [`plain_run`], but also stops at the first non-ASCII byte.
 #[inline]
 pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
     while i + 8 <= s.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[i..i + 8]);
-        let v = u64::from_le_bytes(w);
-        let q = v ^ (ONES * b'"' as u64);
-        let b = v ^ (ONES * b'\\' as u64);
-        let hit = (q.wrapping_sub(ONES) & !q
-            | b.wrapping_sub(ONES) & !b
-            | v.wrapping_sub(ONES * 0x20) & !v
-            | v)
-            & HIGH;
-        if hit != 0 {
-            return i + (hit.trailing_zeros() / 8) as usize;
+        if let Some(at) = first_stop(word(s, i), true) {
+            return i + at;
         }
         i += 8;
     }
@@ -233,22 +234,10 @@ pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
 /// where it has them (the caller's string sits inside a larger buffer).
 #[inline(always)]
 pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
     while i < n && i + 8 <= s.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[i..i + 8]);
-        let v = u64::from_le_bytes(w);
-        let q = v ^ (ONES * b'"' as u64);
-        let b = v ^ (ONES * b'\\' as u64);
-        let hit = (q.wrapping_sub(ONES) & !q
-            | b.wrapping_sub(ONES) & !b
-            | v.wrapping_sub(ONES * 0x20) & !v
-            | v)
-            & HIGH;
-        if hit != 0 {
-            return n.min(i + (hit.trailing_zeros() / 8) as usize);
+        if let Some(at) = first_stop(word(s, i), true) {
+            return n.min(i + at);
         }
         i += 8;
     }
