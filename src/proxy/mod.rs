@@ -209,6 +209,15 @@ fn reply_status(r: &LocalReply) -> (Status, StatusFormat) {
     (status, format)
 }
 
+/// The Status for a request body over the configured limit.
+fn too_large(limit: u64) -> Status {
+    Status::new(
+        413,
+        "RequestEntityTooLarge",
+        format!("the request body is larger than the limit of {limit} bytes"),
+    )
+}
+
 /// Drop the headers that described the body before it was transcoded.
 fn strip_body_headers(resp: &mut ResponseHeader) {
     for h in [
@@ -300,11 +309,7 @@ impl ProxyHttp for Gate {
         if let BodyAction::CborToJson { .. } = p.body {
             let limit = self.config.codec.max_request_body_bytes as u64;
             if declared_len.is_some_and(|n| n > limit) {
-                let status = Status::new(
-                    413,
-                    "RequestEntityTooLarge",
-                    format!("the request body is larger than the limit of {limit} bytes"),
-                );
+                let status = too_large(limit);
                 let format = Self::status_format(Some(&p));
                 ctx.status = 413;
                 ctx.plan = Some(p);
@@ -410,14 +415,7 @@ impl ProxyHttp for Gate {
         let limit = self.config.codec.max_request_body_bytes as u64;
         let incoming = body.as_ref().map_or(0, |b| b.len() as u64);
         if codec.bytes_in() + incoming > limit {
-            ctx.local_error = Some((
-                Status::new(
-                    413,
-                    "RequestEntityTooLarge",
-                    format!("the request body is larger than the limit of {limit} bytes"),
-                ),
-                Self::status_format(ctx.plan.as_ref()),
-            ));
+            ctx.local_error = Some((too_large(limit), Self::status_format(ctx.plan.as_ref())));
             return Err(Error::new(ErrorType::HTTPStatus(413)));
         }
         match codec.chunk(body.as_ref(), end_of_stream) {
