@@ -74,6 +74,11 @@ impl ServeHttp for Admin {
             ),
             "/healthz" | "/livez" => text(200, "text/plain; charset=utf-8", "ok"),
             "/debug/capabilities" => text(200, "application/json", self.capabilities.to_json()),
+            "/readyz"
+                if crate::server::SHUTTING_DOWN.load(std::sync::atomic::Ordering::Acquire) =>
+            {
+                text(503, "text/plain; charset=utf-8", "shutting down")
+            }
             "/readyz" => {
                 let ready = match self.readiness.state() {
                     Some(true) => true,

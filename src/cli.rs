@@ -137,9 +137,9 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                 }
             };
             init_logging(&config);
-            let grace = std::time::Duration::from_secs(config.server.grace_period_seconds);
+            let drain = crate::server::DrainTimes::of(&config);
             match crate::server::build(config) {
-                Ok(server) => crate::server::run(server, grace),
+                Ok(server) => crate::server::run(server, drain),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)

@@ -35,6 +35,10 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// The largest request head pingora reads at all (its own fixed limit is one byte less
+/// than 1 MiB of raw head); `server.max_header_bytes` may only lower it.
+pub const MAX_HEADER_BYTES: usize = 1_048_575;
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
@@ -49,6 +53,17 @@ pub struct ServerConfig {
     pub tls_key: String,
     /// Seconds to let in-flight requests finish after SIGTERM.
     pub grace_period_seconds: u64,
+    /// Seconds after SIGTERM during which `/readyz` fails but the listener still serves.
+    pub shutdown_delay_seconds: u64,
+    /// Seconds an idle keep-alive client connection is kept between requests (0 = forever).
+    pub idle_timeout_seconds: u64,
+    /// Largest request head (request line and headers) accepted, in bytes (431 beyond).
+    pub max_header_bytes: usize,
+    /// Short requests served at once (429 beyond; 0 = no limit).
+    pub max_requests_inflight: usize,
+    /// Long-running requests (watches, exec, attach, port-forward, followed logs) open at
+    /// once (429 beyond; 0 = no limit).
+    pub max_long_running_requests: usize,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +75,11 @@ impl Default for ServerConfig {
             tls_cert: String::new(),
             tls_key: String::new(),
             grace_period_seconds: 30,
+            shutdown_delay_seconds: 0,
+            idle_timeout_seconds: 90,
+            max_header_bytes: MAX_HEADER_BYTES,
+            max_requests_inflight: 400,
+            max_long_running_requests: 0,
         }
     }
 }
@@ -260,6 +280,12 @@ impl Config {
             return Err(ConfigError(format!(
                 "log.format: {:?} is not text or json",
                 self.log.format
+            )));
+        }
+        if self.server.max_header_bytes == 0 || self.server.max_header_bytes > MAX_HEADER_BYTES {
+            return Err(ConfigError(format!(
+                "server.max_header_bytes: {} is not between 1 and {MAX_HEADER_BYTES}",
+                self.server.max_header_bytes
             )));
         }
         if self.server.threads == 0 {

@@ -79,9 +79,9 @@ pub fn run(args: DemoArgs) -> ExitCode {
          \n\nCtrl-C stops.",
         admin = args.admin
     );
-    let grace = std::time::Duration::from_secs(config.server.grace_period_seconds);
+    let drain = crate::server::DrainTimes::of(&config);
     match crate::server::build(config) {
-        Ok(server) => crate::server::run(server, grace),
+        Ok(server) => crate::server::run(server, drain),
         Err(e) => {
             eprintln!("cborgate: {e}");
             ExitCode::from(2)

@@ -9,18 +9,43 @@ use async_trait::async_trait;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::listening::Service;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Short (not long-running) requests in flight; shutdown waits for them.
 pub static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
-/// SIGTERM: stop accepting (pingora), let short requests finish, then exit 0
+/// Long-running requests (watches, exec, attach, port-forward, followed logs) open now.
+pub static LONG_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// Set on SIGTERM: `/readyz` answers 503 and every response closes its connection.
+pub static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// How SIGTERM drains (`server.shutdown_delay_seconds`, `server.grace_period_seconds`).
+#[derive(Debug, Clone, Copy)]
+pub struct DrainTimes {
+    /// Still accept and serve, with `/readyz` failing, for this long.
+    pub delay: Duration,
+    /// Then stop accepting and give short requests this long to finish.
+    pub grace: Duration,
+}
+
+impl DrainTimes {
+    pub fn of(config: &Config) -> Self {
+        DrainTimes {
+            delay: Duration::from_secs(config.server.shutdown_delay_seconds),
+            grace: Duration::from_secs(config.server.grace_period_seconds),
+        }
+    }
+}
+
+/// SIGTERM: fail `/readyz` and close each connection after its next response; after
+/// the shutdown delay, stop accepting (pingora), let short requests finish, then exit 0
 /// as soon as none is left or the grace period is over. Watches and other
 /// long-running streams are ended then; clients re-watch. SIGINT: fast exit.
 struct Drain {
-    grace: Duration,
+    times: DrainTimes,
 }
 
 #[async_trait]
@@ -40,7 +65,15 @@ impl ShutdownSignalWatch for Drain {
             _ = quit.recv() => {}
             _ = int.recv() => return ShutdownSignal::FastShutdown,
         }
-        let grace = self.grace;
+        SHUTTING_DOWN.store(true, Ordering::Release);
+        let DrainTimes { delay, grace } = self.times;
+        if !delay.is_zero() {
+            tracing::info!(
+                delay_seconds = delay.as_secs(),
+                "SIGTERM: /readyz fails; still serving until the shutdown delay ends"
+            );
+            tokio::time::sleep(delay).await;
+        }
         tracing::info!(grace_seconds = grace.as_secs(), "SIGTERM: draining");
         std::thread::spawn(move || {
             let started = Instant::now();
@@ -58,9 +91,9 @@ impl ShutdownSignalWatch for Drain {
 }
 
 /// Run until SIGTERM (drain, exit 0) or SIGINT (exit at once).
-pub fn run(server: Server, grace: Duration) -> ! {
+pub fn run(server: Server, times: DrainTimes) -> ! {
     server.run(RunArgs {
-        shutdown_signal: Box::new(Drain { grace }),
+        shutdown_signal: Box::new(Drain { times }),
     });
     std::process::exit(0)
 }

@@ -65,6 +65,8 @@ pub struct RequestCtx {
     upgrade: Option<&'static str>,
     /// Counted in `server::IN_FLIGHT` (a short request).
     in_flight: bool,
+    /// Counted in `server::LONG_RUNNING`.
+    long_running: bool,
     status: u16,
 }
 
@@ -143,6 +145,41 @@ impl Gate {
         Ok(())
     }
 
+    /// How the client connection is reused after this response: closed after SIGTERM, so
+    /// clients move to another replica before the listener closes; otherwise kept alive
+    /// (when the client allows it) for `server.idle_timeout_seconds` of idleness.
+    fn connection_reuse(&self, session: &mut Session) {
+        if crate::server::SHUTTING_DOWN.load(std::sync::atomic::Ordering::Acquire) {
+            session.set_keepalive(None);
+        } else if session.get_keepalive().is_some() {
+            session.set_keepalive(Some(self.config.server.idle_timeout_seconds));
+        }
+    }
+
+    /// Write a complete local response (a Status) to the client.
+    async fn write_status(
+        &self,
+        session: &mut Session,
+        status: &Status,
+        format: StatusFormat,
+        retry_after: bool,
+    ) -> Result<()> {
+        self.connection_reuse(session);
+        let (body, content_type) = status.render(format);
+        let mut resp = ResponseHeader::build(status.code, Some(4))?;
+        resp.insert_header("Content-Type", content_type)?;
+        resp.insert_header("Cache-Control", "no-cache, private")?;
+        resp.insert_header("Content-Length", body.len().to_string())?;
+        if retry_after {
+            resp.insert_header("Retry-After", "1")?;
+        }
+        session.write_response_header(Box::new(resp), false).await?;
+        session
+            .write_response_body(Some(Bytes::from(body)), true)
+            .await?;
+        Ok(())
+    }
+
     /// What `/readyz` reads.
     pub fn readiness(&self) -> Arc<upstream::Readiness> {
         self.upstream.readiness.clone()
@@ -174,26 +211,14 @@ fn header_list(req: &RequestHeader, name: &str) -> Option<String> {
     out
 }
 
-/// Write a complete local response (a Status) to the client.
-async fn write_status(
-    session: &mut Session,
-    status: &Status,
-    format: StatusFormat,
-    retry_after: bool,
-) -> Result<()> {
-    let (body, content_type) = status.render(format);
-    let mut resp = ResponseHeader::build(status.code, Some(4))?;
-    resp.insert_header("Content-Type", content_type)?;
-    resp.insert_header("Cache-Control", "no-cache, private")?;
-    resp.insert_header("Content-Length", body.len().to_string())?;
-    if retry_after {
-        resp.insert_header("Retry-After", "1")?;
-    }
-    session.write_response_header(Box::new(resp), false).await?;
-    session
-        .write_response_body(Some(Bytes::from(body)), true)
-        .await?;
-    Ok(())
+/// The size of a request head as it would be written in HTTP/1.1: the request line and
+/// every header line, with their CRLFs (what `server.max_header_bytes` limits).
+fn request_head_bytes(req: &RequestHeader) -> usize {
+    let target = req.uri.path_and_query().map_or(1, |pq| pq.as_str().len());
+    let line = req.method.as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    req.headers
+        .iter()
+        .fold(line + 2, |n, (k, v)| n + k.as_str().len() + 2 + v.len() + 2)
 }
 
 fn reply_status(r: &LocalReply) -> (Status, StatusFormat) {
@@ -259,6 +284,7 @@ impl ProxyHttp for Gate {
             declared_len: None,
             cbor_passthrough: false,
             in_flight: false,
+            long_running: false,
             upgrade: None,
             status: 0,
         }
@@ -285,10 +311,48 @@ impl ProxyHttp for Gate {
             content_type: content_type.as_deref(),
             upgrade,
         };
+        let head_bytes = request_head_bytes(req);
         let p = plan(&head, self.mode);
-        if !p.long_running {
-            crate::server::IN_FLIGHT.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let limits = &self.config.server;
+        if head_bytes > limits.max_header_bytes {
+            let status = Status::new(
+                431,
+                "RequestHeaderFieldsTooLarge",
+                format!(
+                    "the request head is {head_bytes} bytes, over the limit of {} bytes",
+                    limits.max_header_bytes
+                ),
+            );
+            let format = Self::status_format(Some(&p));
+            ctx.status = 431;
+            ctx.plan = Some(p);
+            self.write_status(session, &status, format, false).await?;
+            return Ok(true);
+        }
+        // Admission, as kube-apiserver's max-in-flight filter: short requests and
+        // long-running ones are counted apart, and both answer 429 with Retry-After.
+        let (counter, limit) = if p.long_running {
+            ctx.long_running = true;
+            (
+                &crate::server::LONG_RUNNING,
+                limits.max_long_running_requests,
+            )
+        } else {
             ctx.in_flight = true;
+            (&crate::server::IN_FLIGHT, limits.max_requests_inflight)
+        };
+        let before = counter.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if limit > 0 && before >= limit {
+            let status = Status::new(
+                429,
+                "TooManyRequests",
+                "Too many requests, please try again later.",
+            );
+            let format = Self::status_format(Some(&p));
+            ctx.status = 429;
+            ctx.plan = Some(p);
+            self.write_status(session, &status, format, true).await?;
+            return Ok(true);
         }
         if let Some(reply) = &p.reply {
             let (status, format) = reply_status(reply);
@@ -303,7 +367,7 @@ impl ProxyHttp for Gate {
             }
             ctx.status = status.code;
             ctx.plan = Some(p);
-            write_status(session, &status, format, false).await?;
+            self.write_status(session, &status, format, false).await?;
             return Ok(true);
         }
         if let BodyAction::CborToJson { .. } = p.body {
@@ -313,7 +377,7 @@ impl ProxyHttp for Gate {
                 let format = Self::status_format(Some(&p));
                 ctx.status = 413;
                 ctx.plan = Some(p);
-                write_status(session, &status, format, false).await?;
+                self.write_status(session, &status, format, false).await?;
                 return Ok(true);
             }
             ctx.declared_len = declared_len;
@@ -509,6 +573,7 @@ impl ProxyHttp for Gate {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         ctx.status = resp.status.as_u16();
+        self.connection_reuse(session);
         if let Some(t) = ctx.upstream_started {
             ctx.upstream_time.get_or_insert(t.elapsed());
         }
@@ -721,7 +786,7 @@ impl ProxyHttp for Gate {
         if let Some((s, f)) = status {
             if session.response_written().is_none() {
                 code = s.code;
-                if let Err(we) = write_status(session, &s, f, retry_after).await {
+                if let Err(we) = self.write_status(session, &s, f, retry_after).await {
                     tracing::debug!(error = %we, "could not write the error response");
                 }
             }
@@ -740,6 +805,10 @@ impl ProxyHttp for Gate {
         if ctx.in_flight {
             crate::server::IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
             ctx.in_flight = false;
+        }
+        if ctx.long_running {
+            crate::server::LONG_RUNNING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            ctx.long_running = false;
         }
         if ctx.watch_counted {
             m.watch_streams_active.dec();

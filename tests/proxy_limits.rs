@@ -1,0 +1,212 @@
+//! The proxy's own limits (README "Limits"): request head size (431), short requests in
+//! flight and long-running requests open (429 with `Retry-After`), each answered with a
+//! Kubernetes `Status` in the client's format, and each released when the request ends.
+
+mod support;
+
+use cborgate::codec::{cbor_to_json, CborToJsonOptions};
+use serde_json::Value;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use support::harness::{fake_upstream, Harness};
+use support::http::{once, Conn};
+
+const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
+const CMS: &str = "/api/v1/namespaces/demo/configmaps";
+
+fn config(body: &str) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "cborgate-limits-{}-{}",
+        std::process::id(),
+        body.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{:x}.toml", fxhash(body)));
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn fxhash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn status_of(body: &[u8], content_type: &str) -> Value {
+    let json = if content_type == "application/cbor" {
+        cbor_to_json(body, CborToJsonOptions::default()).unwrap()
+    } else {
+        assert_eq!(content_type, "application/json");
+        body.to_vec()
+    };
+    let v: Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(v["kind"], "Status");
+    assert_eq!(v["status"], "Failure");
+    v
+}
+
+#[test]
+fn a_request_head_over_max_header_bytes_gets_a_431_status() {
+    let conf = config("[server]\nmax_header_bytes = 8192\n");
+    let h = Harness::start("legacy", &["--config", &conf]);
+    let big = "x".repeat(9000);
+    let small = "x".repeat(6000);
+
+    let r = once(h.proxy, "GET", CM, &[("X-Pad", &big)], None);
+    assert_eq!(r.status, 431);
+    let v = status_of(&r.body, r.content_type());
+    assert_eq!(v["code"], 431);
+    assert_eq!(v["reason"], "RequestHeaderFieldsTooLarge");
+    assert!(v["message"].as_str().unwrap().contains("8192"), "{v}");
+
+    // A CBOR client gets the Status in CBOR.
+    let r = once(
+        h.proxy,
+        "GET",
+        CM,
+        &[("X-Pad", &big), ("Accept", "application/cbor")],
+        None,
+    );
+    assert_eq!(r.status, 431);
+    assert_eq!(r.content_type(), "application/cbor");
+    assert_eq!(status_of(&r.body, "application/cbor")["code"], 431);
+
+    // Under the limit: served; nothing over it reached the upstream.
+    let r = once(h.proxy, "GET", CM, &[("X-Pad", &small)], None);
+    assert_eq!(r.status, 200);
+    let reached = h
+        .standin()
+        .requests()
+        .iter()
+        .filter(|q| q.path == CM)
+        .count();
+    assert_eq!(reached, 1);
+    h.wait_metric("cborgate_requests_total", &[("code", "431")], 2.0);
+}
+
+#[test]
+fn a_max_header_bytes_over_pingoras_own_limit_is_a_configuration_error() {
+    let conf = config("[server]\nmax_header_bytes = 2000000\n");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cborgate"))
+        .args(["serve", "--config", &conf])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server.max_header_bytes"), "{err}");
+}
+
+/// An upstream that answers every request after `delay`.
+fn slow_upstream(delay: Duration) -> std::net::SocketAddr {
+    fake_upstream(move |w| {
+        std::thread::sleep(delay);
+        let body = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slow"}}"#;
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let _ = w.write_all(body);
+    })
+}
+
+#[test]
+fn short_requests_over_max_requests_inflight_get_429_with_retry_after() {
+    let slow = slow_upstream(Duration::from_millis(1500));
+    let conf = config("[server]\nmax_requests_inflight = 2\n");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(
+        &format!("http://{slow}"),
+        "legacy",
+        &["--config", &conf],
+        rt,
+    );
+    let proxy = h.proxy;
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                once(proxy, "GET", CM, &[("Accept", "application/cbor")], None).status
+            })
+        })
+        .collect();
+    // Wait until both are in flight (the admin counts requests only when they end, so
+    // give them time to reach the upstream).
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let r = once(proxy, "GET", CM, &[("Accept", "application/cbor")], None);
+    assert!(t.elapsed() < Duration::from_millis(700), "429 is immediate");
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let v = status_of(&r.body, r.content_type());
+    assert_eq!(v["reason"], "TooManyRequests");
+    assert_eq!(v["code"], 429);
+    for b in busy {
+        assert_eq!(b.join().unwrap(), 200);
+    }
+    // The slots are given back when the requests end.
+    let r = once(proxy, "GET", CM, &[], None);
+    assert_eq!(r.status, 200);
+    h.wait_metric("cborgate_requests_total", &[("code", "429")], 1.0);
+}
+
+#[test]
+fn long_running_requests_have_their_own_limit() {
+    let conf = config("[server]\nmax_requests_inflight = 1\nmax_long_running_requests = 2\n");
+    let h = Harness::start("legacy", &["--config", &conf]);
+    let watch = |h: &Harness| {
+        let mut c = Conn::connect(h.proxy);
+        c.send(
+            "GET",
+            &format!("{CMS}?watch=1&timeoutSeconds=60"),
+            &[("Accept", "application/cbor")],
+            None,
+        );
+        let head = c.head();
+        (c, head.status, head)
+    };
+    let (w1, s1, _) = watch(&h);
+    let (_w2, s2, _) = watch(&h);
+    assert_eq!((s1, s2), (200, 200));
+    // Two watches open, with a short-request limit of 1: short requests still pass.
+    for _ in 0..3 {
+        assert_eq!(once(h.proxy, "GET", CM, &[], None).status, 200);
+    }
+    // A third watch is refused.
+    let (_c, s3, head) = watch(&h);
+    assert_eq!(s3, 429);
+    assert!(head
+        .headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("retry-after") && v == "1"));
+    // Ending one watch frees its slot.
+    drop(w1);
+    let t = Instant::now();
+    loop {
+        let (_c, s, _) = watch(&h);
+        if s == 200 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the slot was not given back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_after_idle_timeout_seconds() {
+    let conf = config("[server]\nidle_timeout_seconds = 1\n");
+    let h = Harness::start("legacy", &["--config", &conf]);
+    let mut c = Conn::connect(h.proxy);
+    let r = c.request("GET", CM, &[("Accept", "application/cbor")], None);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    // Still open well inside the timeout: a second request on it works.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.request("GET", CM, &[], None).status, 200);
+    std::thread::sleep(Duration::from_millis(1600));
+    assert!(c.is_closed(), "the idle connection was not closed");
+}
