@@ -1,0 +1,713 @@
+//! Load on loopback, bounded in time: many watches with a steady GET and write load (no
+//! event lost or reordered, checked with sequence numbers written into the stand-in, and
+//! RSS stable), slow-header clients (slowloris) beside normal ones, and SIGTERM while
+//! requests are under way (none fails).
+//!
+//! The sizes here are CI-sized. The full issue-8 run is the same test with bigger numbers:
+//!
+//! ```sh
+//! CBORGATE_SOAK_WATCHES=2000 CBORGATE_SOAK_SECONDS=60 \
+//!     cargo test --release --test proxy_load -- --nocapture --test-threads 1
+//! ```
+
+mod support;
+
+use cborgate::codec::{CborToJson, CborToJsonOptions};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::harness::Harness;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A minimal HTTP/1.1 client connection, keep-alive, strict about framing.
+struct Client {
+    io: BufReader<TcpStream>,
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn closes(&self) -> bool {
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+}
+
+type IoResult<T> = std::io::Result<T>;
+
+fn bad(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
+impl Client {
+    async fn connect(addr: SocketAddr) -> IoResult<Client> {
+        let s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        Ok(Client {
+            io: BufReader::new(s),
+        })
+    }
+
+    async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> IoResult<()> {
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: load\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        req.push_str("\r\n");
+        let mut bytes = req.into_bytes();
+        bytes.extend_from_slice(body.unwrap_or_default());
+        self.io.get_mut().write_all(&bytes).await
+    }
+
+    async fn head(&mut self) -> IoResult<(u16, Vec<(String, String)>)> {
+        let mut line = String::new();
+        if self.io.read_line(&mut line).await? == 0 {
+            return Err(bad("connection closed before a response".into()));
+        }
+        if !line.starts_with("HTTP/1.1 ") || line.len() < 12 {
+            return Err(bad(format!("bad status line {line:?}")));
+        }
+        let status = line[9..12]
+            .parse()
+            .map_err(|_| bad(format!("bad status {line:?}")))?;
+        let mut headers = Vec::new();
+        loop {
+            let mut l = String::new();
+            if self.io.read_line(&mut l).await? == 0 {
+                return Err(bad("closed in the head".into()));
+            }
+            let l = l.trim_end();
+            if l.is_empty() {
+                return Ok((status, headers));
+            }
+            let (k, v) = l.split_once(':').ok_or_else(|| bad(l.to_string()))?;
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+
+    /// One chunk of a chunked body; `None` at the last chunk.
+    async fn chunk(&mut self) -> IoResult<Option<Vec<u8>>> {
+        let mut l = String::new();
+        if self.io.read_line(&mut l).await? == 0 {
+            return Err(bad("closed inside a chunked body".into()));
+        }
+        let size = usize::from_str_radix(l.trim().split(';').next().unwrap_or(""), 16)
+            .map_err(|_| bad(format!("bad chunk size {l:?}")))?;
+        let mut data = vec![0; size + 2];
+        self.io.read_exact(&mut data).await?;
+        if &data[size..] != b"\r\n" {
+            return Err(bad("chunk not followed by CRLF".into()));
+        }
+        data.truncate(size);
+        Ok((size > 0).then_some(data))
+    }
+
+    async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> IoResult<Answer> {
+        self.send(method, path, headers, body).await?;
+        let (status, headers) = self.head().await?;
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        let body = if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+            let mut body = Vec::new();
+            while let Some(c) = self.chunk().await? {
+                body.extend(c);
+            }
+            body
+        } else {
+            let len: usize = get("content-length")
+                .ok_or_else(|| bad("no Content-Length and not chunked".into()))?
+                .parse()
+                .map_err(|_| bad("bad Content-Length".into()))?;
+            let mut body = vec![0; len];
+            self.io.read_exact(&mut body).await?;
+            body
+        };
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+fn cbor_json(body: &[u8]) -> Value {
+    let json = cborgate::codec::cbor_to_json(body, CborToJsonOptions::default())
+        .expect("the answer is CBOR");
+    serde_json::from_slice(&json).unwrap()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+const NS: &str = "/api/v1/namespaces/soak/configmaps";
+
+/// A watch that checks every event: the ticker's `data.seq` must go up by exactly one,
+/// and its resourceVersion must grow. `progress` holds the last `seq` seen. Returns only
+/// on an error (the caller aborts it at the end of the run).
+async fn watch_and_check(
+    proxy: SocketAddr,
+    rv: u64,
+    cbor: bool,
+    progress: Arc<AtomicU64>,
+) -> String {
+    let mut c = match Client::connect(proxy).await {
+        Ok(c) => c,
+        Err(e) => return format!("connect: {e}"),
+    };
+    let accept = if cbor {
+        "application/cbor"
+    } else {
+        "application/json"
+    };
+    let path = format!("{NS}?watch=1&resourceVersion={rv}&timeoutSeconds=3600");
+    if let Err(e) = c.send("GET", &path, &[("Accept", accept)], None).await {
+        return format!("send: {e}");
+    }
+    let headers = match c.head().await {
+        Ok((200, headers)) => headers,
+        Ok((status, _)) => return format!("watch answered {status}"),
+        Err(e) => return format!("head: {e}"),
+    };
+    let ct = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let want = if cbor {
+        "application/cbor-seq"
+    } else {
+        "application/json"
+    };
+    if ct != want {
+        return format!("watch content type {ct}");
+    }
+    let mut dec = CborToJson::new(CborToJsonOptions {
+        sequence: true,
+        ..Default::default()
+    });
+    let mut lines = Vec::new();
+    let mut expect = 1u64;
+    let mut last_rv = rv;
+    loop {
+        let chunk = match c.chunk().await {
+            Ok(Some(ch)) => ch,
+            Ok(None) => return "the watch ended".into(),
+            Err(e) => return format!("the watch broke: {e}"),
+        };
+        if cbor {
+            if let Err(e) = dec.feed(&chunk, &mut lines) {
+                return format!("bad cbor-seq: {e:?}");
+            }
+        } else {
+            lines.extend_from_slice(&chunk);
+        }
+        while let Some(nl) = lines.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = lines.drain(..=nl).collect();
+            let ev: Value = match serde_json::from_slice(&line) {
+                Ok(v) => v,
+                Err(e) => return format!("event: {e}"),
+            };
+            if ev["type"] != "MODIFIED" {
+                return format!("unexpected event {}", ev["type"]);
+            }
+            let num = |v: &Value| v.as_str().and_then(|s| s.parse::<u64>().ok());
+            let (Some(seq), Some(ev_rv)) = (
+                num(&ev["object"]["data"]["seq"]),
+                num(&ev["object"]["metadata"]["resourceVersion"]),
+            ) else {
+                return format!("event without seq or resourceVersion: {ev}");
+            };
+            if seq != expect {
+                return format!("expected seq {expect}, got {seq}");
+            }
+            if ev_rv <= last_rv {
+                return format!("resourceVersion went from {last_rv} to {ev_rv}");
+            }
+            last_rv = ev_rv;
+            progress.store(seq, Ordering::Release);
+            expect += 1;
+        }
+    }
+}
+
+/// Watches plus steady GETs and writes through the proxy; every watch must see every
+/// write, in order; the proxy's RSS must stay flat.
+#[test]
+fn watches_under_load_lose_and_reorder_nothing() {
+    let watches = env_or("CBORGATE_SOAK_WATCHES", 200) as usize;
+    let seconds = env_or("CBORGATE_SOAK_SECONDS", 6);
+    let writes_per_second = env_or("CBORGATE_SOAK_WRITES_PER_SECOND", 10);
+    let h = Harness::start("legacy", &[]);
+    let rt = client_runtime();
+    let proxy = h.proxy;
+    let upstream = h.upstream;
+    let pid = h.child.id();
+
+    let result = rt.block_on(async move {
+        // The namespace and the ticker, created directly at the stand-in.
+        let mut direct = Client::connect(upstream).await.unwrap();
+        let a = direct
+            .request(
+                "POST",
+                "/api/v1/namespaces",
+                &[("Content-Type", "application/json")],
+                Some(br#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"soak"}}"#),
+            )
+            .await
+            .unwrap();
+        assert_eq!(a.status, 201, "{}", String::from_utf8_lossy(&a.body));
+        let a = direct
+            .request(
+                "POST",
+                NS,
+                &[("Content-Type", "application/json")],
+                Some(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ticker"},"data":{"seq":"0"}}"#),
+            )
+            .await
+            .unwrap();
+        assert_eq!(a.status, 201, "{}", String::from_utf8_lossy(&a.body));
+        let created: Value = serde_json::from_slice(&a.body).unwrap();
+        let rv: u64 = created["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+
+        let mut progress = Vec::new();
+        let mut tasks = Vec::new();
+        let opening = Instant::now();
+        for i in 0..watches {
+            let p = Arc::new(AtomicU64::new(0));
+            progress.push(p.clone());
+            tasks.push(tokio::spawn(watch_and_check(proxy, rv, i % 2 == 0, p)));
+            if i % 100 == 99 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        println!("{watches} watches opened in {:?}", opening.elapsed());
+        let rss_start = rss_kib(pid);
+
+        // Steady GETs: two clients, CBOR and JSON, keep-alive.
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut getters = Vec::new();
+        for cbor in [true, false] {
+            let stop = stop.clone();
+            getters.push(tokio::spawn(async move {
+                let mut c = Client::connect(proxy).await.unwrap();
+                let mut lat = Vec::new();
+                let accept = if cbor { "application/cbor" } else { "application/json" };
+                while !stop.load(Ordering::Acquire) {
+                    let t = Instant::now();
+                    let a = c
+                        .request("GET", &format!("{NS}/ticker"), &[("Accept", accept)], None)
+                        .await
+                        .expect("GET under load");
+                    assert_eq!(a.status, 200);
+                    let v = if cbor {
+                        cbor_json(&a.body)
+                    } else {
+                        serde_json::from_slice(&a.body).unwrap()
+                    };
+                    assert_eq!(v["metadata"]["name"], "ticker");
+                    lat.push(t.elapsed());
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                lat
+            }));
+        }
+
+        // Writes through the proxy, CBOR bodies.
+        let mut writer = Client::connect(proxy).await.unwrap();
+        let started = Instant::now();
+        let mut seq = 0u64;
+        let mut rss = Vec::new();
+        let gap = Duration::from_millis(1000 / writes_per_second.max(1));
+        while started.elapsed() < Duration::from_secs(seconds) {
+            seq += 1;
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"ticker","namespace":"soak"}},"data":{{"seq":"{seq}"}}}}"#
+            );
+            let cbor = cborgate::codec::json_to_cbor(body.as_bytes(), Default::default()).unwrap();
+            let a = writer
+                .request(
+                    "PUT",
+                    &format!("{NS}/ticker"),
+                    &[("Content-Type", "application/cbor"), ("Accept", "application/cbor")],
+                    Some(&cbor),
+                )
+                .await
+                .expect("PUT under load");
+            assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+            if seq % writes_per_second == 0 {
+                rss.push(rss_kib(pid));
+            }
+            tokio::time::sleep(gap).await;
+        }
+        stop.store(true, Ordering::Release);
+        let mut lat = Vec::new();
+        for g in getters {
+            lat.extend(g.await.unwrap());
+        }
+
+        // Wait (up to 30 s) for every watch to see the last write, or to fail.
+        let waiting = Instant::now();
+        while waiting.elapsed() < Duration::from_secs(30)
+            && progress.iter().zip(&tasks).any(|(p, t)| {
+                p.load(Ordering::Acquire) < seq && !t.is_finished()
+            })
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut seen = Vec::new();
+        for (p, t) in progress.iter().zip(tasks) {
+            let n = p.load(Ordering::Acquire);
+            if t.is_finished() {
+                seen.push(Err(t.await.unwrap()));
+            } else {
+                t.abort();
+                seen.push(Ok(n));
+            }
+        }
+        (seq, seen, lat, rss_start, rss)
+    });
+    let (writes, seen, mut lat, rss_start, rss) = result;
+    let mut failures = Vec::new();
+    for (i, s) in seen.iter().enumerate() {
+        match s {
+            Ok(n) if *n == writes => {}
+            Ok(n) => failures.push(format!("watch {i}: saw {n} of {writes} events")),
+            Err(e) => failures.push(format!("watch {i}: {e}")),
+        }
+    }
+    lat.sort();
+    let rss_end = rss_kib(pid);
+    // Stable: once every watch has carried events for a while (a quarter of the run),
+    // RSS stays flat; growth before that is buffers reaching their working size.
+    let warm = rss.get(rss.len() / 4).copied().unwrap_or(rss_start);
+    let later_peak = rss[rss.len() / 4..]
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(rss_end);
+    println!(
+        "{watches} watches x {writes} writes = {} events checked; {} GETs, p50 {:?} p99 {:?}; \
+         proxy RSS {rss_start} KiB after opening, {warm} KiB after a quarter, peak after that \
+         {later_peak} KiB, {rss_end} KiB at the end; samples (KiB, one a second): {rss:?}",
+        watches as u64 * writes,
+        lat.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99)
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(10)]
+    );
+    assert!(
+        writes >= seconds * writes_per_second / 2,
+        "too few writes: {writes}"
+    );
+    assert!(
+        later_peak <= warm + warm / 10 + 8 * 1024,
+        "RSS kept growing: {warm} KiB after a quarter of the run, then up to {later_peak} KiB"
+    );
+}
+
+/// Connections that send a request head one byte at a time and never finish it take no
+/// service from anyone else.
+#[test]
+fn slow_header_clients_do_not_stop_other_clients() {
+    let slow_clients = env_or("CBORGATE_SLOWLORIS_CONNECTIONS", 500) as usize;
+    let h = Harness::start("legacy", &[]);
+    let rt = client_runtime();
+    let proxy = h.proxy;
+    let (lat, still_open) = rt.block_on(async move {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut slow = Vec::new();
+        for _ in 0..slow_clients {
+            let stop = stop.clone();
+            slow.push(tokio::spawn(async move {
+                let Ok(mut s) = TcpStream::connect(proxy).await else {
+                    return false;
+                };
+                let head =
+                    b"GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: slow\r\nX-Slow: ";
+                for b in head.iter().chain(std::iter::repeat(&b'a')) {
+                    if stop.load(Ordering::Acquire) {
+                        return true;
+                    }
+                    if s.write_all(&[*b]).await.is_err() {
+                        return false;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                true
+            }));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut lat = Vec::new();
+        let mut c = Client::connect(proxy).await.unwrap();
+        for i in 0..300 {
+            let t = Instant::now();
+            // Every tenth on a new connection: accepting must not be starved either.
+            if i % 10 == 0 {
+                c = Client::connect(proxy).await.unwrap();
+            }
+            let a = c
+                .request(
+                    "GET",
+                    "/api/v1/namespaces/demo/configmaps/demo-config",
+                    &[("Accept", "application/cbor")],
+                    None,
+                )
+                .await
+                .unwrap();
+            assert_eq!(a.status, 200);
+            assert_eq!(cbor_json(&a.body)["metadata"]["name"], "demo-config");
+            lat.push(t.elapsed());
+        }
+        stop.store(true, Ordering::Release);
+        let mut open = 0;
+        for s in slow {
+            open += s.await.unwrap() as usize;
+        }
+        (lat, open)
+    });
+    let mut lat = lat;
+    lat.sort();
+    let p99 = percentile(&lat, 0.99);
+    println!(
+        "{slow_clients} slow-header connections ({still_open} still open at the end): \
+         300 GETs p50 {:?} p99 {p99:?} max {:?}",
+        percentile(&lat, 0.5),
+        lat.last().unwrap()
+    );
+    assert_eq!(
+        still_open, slow_clients,
+        "the slow clients were all connected throughout"
+    );
+    assert!(p99 < Duration::from_millis(100), "GET p99 {p99:?}");
+}
+
+/// SIGTERM while clients are busy: `/readyz` fails at once, the listener keeps serving for
+/// `shutdown_delay_seconds`, every response then says `Connection: close`, and no request
+/// fails. The clients stop sending new requests when `/readyz` fails, as a load balancer
+/// stops routing to a pod that is not ready.
+#[test]
+fn sigterm_under_load_fails_no_short_request() {
+    let dir = std::env::temp_dir().join(format!("cborgate-drain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("c.toml");
+    std::fs::write(
+        &conf,
+        "[server]\ngrace_period_seconds = 10\nshutdown_delay_seconds = 2\n",
+    )
+    .unwrap();
+    let mut h = Harness::start("legacy", &["--config", conf.to_str().unwrap()]);
+    let rt = client_runtime();
+    let (proxy, admin, pid) = (h.proxy, h.admin, h.child.id());
+    let term_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let term_at2 = term_at.clone();
+    let term_seen = term_at.clone();
+    let (ok, after_term, failures, closes) = rt.block_on(async move {
+        let not_ready = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let after_term = Arc::new(AtomicU64::new(0));
+        let closes = Arc::new(AtomicU64::new(0));
+        let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let mut workers = Vec::new();
+        for w in 0..8u64 {
+            let (not_ready, ok, after_term, closes, failures, term_at) = (
+                not_ready.clone(),
+                ok.clone(),
+                after_term.clone(),
+                closes.clone(),
+                failures.clone(),
+                term_at2.clone(),
+            );
+            workers.push(tokio::spawn(async move {
+                let mut conn: Option<Client> = None;
+                let mut n = 0u64;
+                while !not_ready.load(Ordering::Acquire) {
+                    n += 1;
+                    if conn.is_none() {
+                        match Client::connect(proxy).await {
+                            Ok(c) => conn = Some(c),
+                            Err(e) => {
+                                failures.lock().unwrap().push(format!("connect: {e}"));
+                                return;
+                            }
+                        }
+                    }
+                    let c = conn.as_mut().unwrap();
+                    let answer = if n % 4 == 0 {
+                        let body = format!(
+                            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"w{w}-{n}"}}}}"#
+                        );
+                        let cbor = cborgate::codec::json_to_cbor(body.as_bytes(), Default::default())
+                            .unwrap();
+                        c.request(
+                            "POST",
+                            "/api/v1/namespaces/demo/configmaps",
+                            &[("Content-Type", "application/cbor"), ("Accept", "application/cbor")],
+                            Some(&cbor),
+                        )
+                        .await
+                    } else {
+                        c.request(
+                            "GET",
+                            "/api/v1/namespaces/demo/configmaps/demo-config",
+                            &[("Accept", "application/cbor")],
+                            None,
+                        )
+                        .await
+                    };
+                    match answer {
+                        Ok(a) if a.status == 200 || a.status == 201 => {
+                            ok.fetch_add(1, Ordering::AcqRel);
+                            if term_at.lock().unwrap().is_some() {
+                                after_term.fetch_add(1, Ordering::AcqRel);
+                            }
+                            if a.closes() {
+                                closes.fetch_add(1, Ordering::AcqRel);
+                                conn = None;
+                            }
+                        }
+                        Ok(a) => {
+                            failures.lock().unwrap().push(format!("status {}", a.status));
+                            conn = None;
+                        }
+                        Err(e) => {
+                            failures.lock().unwrap().push(format!("request: {e}"));
+                            conn = None;
+                        }
+                    }
+                }
+            }));
+        }
+        // The load balancer: polls /readyz.
+        let poller = {
+            let not_ready = not_ready.clone();
+            tokio::spawn(async move {
+                loop {
+                    let ready = match Client::connect(admin).await {
+                        Ok(mut c) => c
+                            .request("GET", "/readyz", &[], None)
+                            .await
+                            .map(|a| a.status == 200)
+                            .unwrap_or(false),
+                        Err(_) => false,
+                    };
+                    if !ready && term_at2.lock().unwrap().is_some() {
+                        not_ready.store(true, Ordering::Release);
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        *term_at.lock().unwrap() = Some(Instant::now());
+        assert!(std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+        poller.await.unwrap();
+        for w in workers {
+            w.await.unwrap();
+        }
+        let failures = failures.lock().unwrap().clone();
+        (
+            ok.load(Ordering::Acquire),
+            after_term.load(Ordering::Acquire),
+            failures,
+            closes.load(Ordering::Acquire),
+        )
+    });
+    let sent = term_seen.lock().unwrap().unwrap();
+    let mut code = None;
+    while sent.elapsed() < Duration::from_secs(15) {
+        if let Ok(Some(s)) = h.child.try_wait() {
+            code = s.code();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let exited_after = sent.elapsed();
+    println!(
+        "{ok} requests succeeded ({after_term} after SIGTERM, {closes} answered with \
+         Connection: close); failures: {failures:?}; exit {code:?} after {exited_after:?}"
+    );
+    assert!(failures.is_empty(), "failed requests: {failures:?}");
+    assert!(ok > 100, "the load was too light: {ok}");
+    assert!(after_term > 0, "nothing was served after SIGTERM");
+    assert_eq!(code, Some(0));
+    assert!(
+        exited_after >= Duration::from_secs(2),
+        "the listener must serve through the shutdown delay"
+    );
+}
