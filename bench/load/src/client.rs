@@ -1,0 +1,282 @@
+//! The load generator: keep-alive HTTP/1.1 connections on loopback, each sending one
+//! request after another for a fixed time and recording every latency; a watch reader;
+//! idle watches held open.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// One request, sent again and again.
+pub struct Request {
+    pub method: &'static str,
+    pub path: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Option<Vec<u8>>,
+    pub expect_status: u16,
+    pub expect_content_type: &'static str,
+}
+
+impl Request {
+    fn bytes(&self) -> Vec<u8> {
+        let mut req = format!("{} {} HTTP/1.1\r\nHost: load\r\n", self.method, self.path);
+        for (k, v) in &self.headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = &self.body {
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        req.push_str("\r\n");
+        let mut out = req.into_bytes();
+        if let Some(b) = &self.body {
+            out.extend_from_slice(b);
+        }
+        out
+    }
+}
+
+pub struct Conn {
+    io: BufReader<TcpStream>,
+    line: String,
+}
+
+fn bad(what: impl Into<String>) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what.into())
+}
+
+/// A response head: status, Content-Type, and how the body is framed.
+pub struct Head {
+    pub status: u16,
+    pub content_type: String,
+    pub chunked: bool,
+    pub length: Option<usize>,
+}
+
+impl Conn {
+    pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
+        let s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        Ok(Conn {
+            io: BufReader::with_capacity(256 * 1024, s),
+            line: String::new(),
+        })
+    }
+
+    pub async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.io.get_mut().write_all(bytes).await
+    }
+
+    pub async fn head(&mut self) -> std::io::Result<Head> {
+        self.line.clear();
+        if self.io.read_line(&mut self.line).await? == 0 {
+            return Err(bad("closed before a response"));
+        }
+        let status = self
+            .line
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad(format!("bad status line {:?}", self.line)))?;
+        let mut head = Head {
+            status,
+            content_type: String::new(),
+            chunked: false,
+            length: None,
+        };
+        loop {
+            self.line.clear();
+            if self.io.read_line(&mut self.line).await? == 0 {
+                return Err(bad("closed in the head"));
+            }
+            let l = self.line.trim_end();
+            if l.is_empty() {
+                return Ok(head);
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                let v = v.trim();
+                if k.eq_ignore_ascii_case("content-type") {
+                    head.content_type = v.to_string();
+                } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                    head.chunked = v.eq_ignore_ascii_case("chunked");
+                } else if k.eq_ignore_ascii_case("content-length") {
+                    head.length = v.parse().ok();
+                }
+            }
+        }
+    }
+
+    /// Append the next chunk to `out`; false at the last chunk.
+    pub async fn chunk(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
+        self.line.clear();
+        if self.io.read_line(&mut self.line).await? == 0 {
+            return Err(bad("closed inside a chunked body"));
+        }
+        let n = usize::from_str_radix(self.line.trim().split(';').next().unwrap_or(""), 16)
+            .map_err(|_| bad(format!("bad chunk size {:?}", self.line)))?;
+        let at = out.len();
+        out.resize(at + n + 2, 0);
+        self.io.read_exact(&mut out[at..]).await?;
+        if &out[at + n..] != b"\r\n" {
+            return Err(bad("chunk without CRLF"));
+        }
+        out.truncate(at + n);
+        Ok(n > 0)
+    }
+
+    /// The whole body, into `out` (cleared first).
+    pub async fn body(&mut self, head: &Head, out: &mut Vec<u8>) -> std::io::Result<()> {
+        out.clear();
+        if head.chunked {
+            while self.chunk(out).await? {}
+            return Ok(());
+        }
+        let n = head
+            .length
+            .ok_or_else(|| bad("neither Content-Length nor chunked"))?;
+        out.resize(n, 0);
+        self.io.read_exact(out).await?;
+        Ok(())
+    }
+}
+
+/// What one timed run measured.
+#[derive(Default, Clone)]
+pub struct Run {
+    pub requests: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub elapsed: Duration,
+    /// Sorted latencies.
+    pub latencies: Vec<Duration>,
+    pub body_bytes: u64,
+}
+
+impl Run {
+    pub fn per_second(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+    pub fn percentile(&self, p: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let i = ((self.latencies.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies[i]
+    }
+}
+
+/// `conns` connections send `req` back to back for `time`. `done` counts requests, for
+/// the progress bar.
+pub async fn load(
+    addr: SocketAddr,
+    req: Arc<Request>,
+    conns: usize,
+    time: Duration,
+    done: Arc<AtomicU64>,
+) -> Run {
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let (req, stop, done) = (req.clone(), stop.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut run = Run::default();
+            let bytes = req.bytes();
+            let mut body = Vec::new();
+            let mut conn: Option<Conn> = None;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let result = async {
+                    if conn.is_none() {
+                        conn = Some(Conn::connect(addr).await?);
+                    }
+                    let c = conn.as_mut().unwrap();
+                    c.write(&bytes).await?;
+                    let head = c.head().await?;
+                    c.body(&head, &mut body).await?;
+                    if head.status != req.expect_status {
+                        return Err(bad(format!("status {}", head.status)));
+                    }
+                    if head.content_type != req.expect_content_type {
+                        return Err(bad(format!("Content-Type {}", head.content_type)));
+                    }
+                    Ok(())
+                }
+                .await;
+                match result {
+                    Ok(()) => {
+                        run.requests += 1;
+                        run.body_bytes += body.len() as u64;
+                        run.latencies.push(t.elapsed());
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        run.errors += 1;
+                        run.first_error.get_or_insert(e.to_string());
+                        conn = None;
+                    }
+                }
+            }
+            run
+        }));
+    }
+    tokio::time::sleep(time).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut total = Run::default();
+    for t in tasks {
+        let r = t.await.expect("load task");
+        total.requests += r.requests;
+        total.errors += r.errors;
+        total.body_bytes += r.body_bytes;
+        total.latencies.extend(r.latencies);
+        if total.first_error.is_none() {
+            total.first_error = r.first_error;
+        }
+    }
+    total.elapsed = started.elapsed();
+    total.latencies.sort();
+    total
+}
+
+/// One whole watch: the body's bytes and how long it took from the request to the end.
+pub async fn watch(addr: SocketAddr, accept: &str) -> std::io::Result<(Vec<u8>, Duration)> {
+    let t = Instant::now();
+    let mut c = Conn::connect(addr).await?;
+    c.write(
+        format!(
+            "GET /api/v1/namespaces/load/pods?watch=1 HTTP/1.1\r\nHost: load\r\nAccept: {accept}\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let head = c.head().await?;
+    if head.status != 200 {
+        return Err(bad(format!("watch status {}", head.status)));
+    }
+    let mut body = Vec::with_capacity(100 << 20);
+    c.body(&head, &mut body).await?;
+    Ok((body, t.elapsed()))
+}
+
+/// Open `n` watches that stay idle, and return them once every head has arrived.
+pub async fn idle_watches(addr: SocketAddr, n: usize, accept: &str) -> std::io::Result<Vec<Conn>> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut c = Conn::connect(addr).await?;
+        c.write(
+            format!(
+                "GET /api/v1/namespaces/load/pods?watch=1&idle=1 HTTP/1.1\r\nHost: load\r\nAccept: {accept}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+        out.push(c);
+    }
+    for c in &mut out {
+        let head = c.head().await?;
+        if head.status != 200 {
+            return Err(bad(format!("idle watch status {}", head.status)));
+        }
+    }
+    Ok(out)
+}

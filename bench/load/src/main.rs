@@ -1,0 +1,520 @@
+//! The end-to-end load harness (issue 7). One command:
+//!
+//! ```sh
+//! bench/load.sh
+//! ```
+//!
+//! builds the release `cborgate` and this harness, then the harness starts a static-body upstream on loopback, then for each
+//! scenario starts a fresh `cborgate serve --mode legacy` and drives it with the same
+//! requests as a JSON client (passthrough: nothing transcoded) and as a CBOR client
+//! (transcoding), taking turns, several rounds each. It reports requests/s, p50/p99,
+//! proxy CPU per request (from `/proc/PID/stat`) and the proxy's peak RSS, and rewrites
+//! `bench/RESULTS.md` and `bench/results.png`. Options: `--seconds N` per timed run
+//! (default 4), `--rounds N` (default 3), `--quick` (1 s, 1 round), `--out DIR`,
+//! `--cborgate PATH` (the binary under test; `bench/load.sh` passes it).
+
+#[path = "../../gen.rs"]
+#[allow(dead_code)]
+mod gen;
+
+mod client;
+mod report;
+mod upstream;
+
+use client::{Request, Run};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Clock ticks per second in `/proc/PID/stat` (`getconf CLK_TCK`; 100 on Linux).
+const CLK_TCK: f64 = 100.0;
+
+/// A running `cborgate serve`.
+struct Proxy {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Proxy {
+    fn start(exe: &Path, upstream: SocketAddr) -> Proxy {
+        let addr = free_port();
+        let admin = free_port();
+        let child = Command::new(exe)
+            .args([
+                "serve",
+                "--listen",
+                &addr.to_string(),
+                "--admin",
+                &admin.to_string(),
+                "--upstream",
+                &format!("http://{upstream}"),
+                "--mode",
+                "legacy",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cborgate");
+        let t = Instant::now();
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "cborgate did not start"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Proxy { child, addr }
+    }
+
+    /// User + system CPU time so far.
+    fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the parenthesised command name: utime is the 12th, stime the 13th.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        Duration::from_secs_f64((ticks(11) + ticks(12)) / CLK_TCK)
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// The configuration a run measures.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Config {
+    /// A JSON client: cborgate passes everything through.
+    Passthrough,
+    /// A CBOR client: cborgate transcodes.
+    Transcoding,
+}
+
+impl Config {
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::Passthrough => "passthrough",
+            Config::Transcoding => "transcoding",
+        }
+    }
+}
+
+/// One measured (scenario, configuration) pair, best of the rounds.
+#[derive(Clone)]
+pub struct Measured {
+    pub scenario: &'static str,
+    pub config: Config,
+    pub run: Run,
+    /// Proxy CPU per request (or per event, for the watch).
+    pub cpu_per_request: Duration,
+    pub peak_rss_kib: u64,
+    /// For the watch: events per second.
+    pub events_per_second: Option<f64>,
+}
+
+/// A progress bar on stderr: the fraction of the planned time done.
+struct Progress {
+    started: Instant,
+    planned: Duration,
+}
+
+impl Progress {
+    fn show(&self, what: &str) {
+        let frac = (self.started.elapsed().as_secs_f64() / self.planned.as_secs_f64()).min(1.0);
+        let width = 30;
+        let filled = (frac * width as f64) as usize;
+        eprint!(
+            "\r[{}{}] {:3.0}% {:<46}",
+            "#".repeat(filled),
+            "-".repeat(width - filled),
+            frac * 100.0,
+            what
+        );
+        let _ = std::io::stderr().flush();
+    }
+}
+
+struct Options {
+    seconds: f64,
+    rounds: usize,
+    out: PathBuf,
+    cborgate: PathBuf,
+}
+
+fn options() -> Options {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut o = Options {
+        seconds: 4.0,
+        rounds: 3,
+        out: root.clone(),
+        cborgate: root.join("../target/release/cborgate"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--seconds" => {
+                o.seconds = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--seconds N")
+            }
+            "--rounds" => {
+                o.rounds = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--rounds N")
+            }
+            "--quick" => {
+                o.seconds = 1.0;
+                o.rounds = 1;
+            }
+            "--out" => o.out = PathBuf::from(args.next().expect("--out DIR")),
+            "--cborgate" => o.cborgate = PathBuf::from(args.next().expect("--cborgate PATH")),
+            _ => {
+                eprintln!("usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--out DIR] [--cborgate PATH]");
+                std::process::exit(2);
+            }
+        }
+    }
+    o
+}
+
+/// The pod closest to 7,000 bytes among the generator's first 64.
+fn seven_kb_pod() -> Vec<u8> {
+    let mut best: Option<Vec<u8>> = None;
+    for i in 0..64 {
+        let mut rng = gen::Rng::new(0x7000 + i);
+        let mut w = gen::W::new();
+        gen::pod(&mut w, &mut rng, i, true);
+        let d = |b: &Vec<u8>| (b.len() as i64 - 7000).abs();
+        if best.as_ref().is_none_or(|b| d(&w.out) < d(b)) {
+            best = Some(w.out);
+        }
+    }
+    best.unwrap()
+}
+
+fn main() {
+    let o = options();
+    let exe = o.cborgate.clone();
+    assert!(
+        exe.exists(),
+        "{} does not exist: run bench/load.sh, which builds it",
+        exe.display()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let pod = seven_kb_pod();
+    let list = gen::pod_list(700);
+    let events: Vec<Vec<u8>> = gen::watch_stream(10_000)
+        .split_inclusive(|&b| b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect();
+    let event_bytes: usize = events.iter().map(Vec::len).sum();
+    let post_cbor = cborgate::codec::json_to_cbor(&pod, Default::default()).expect("pod to CBOR");
+    let bodies = Arc::new(upstream::Bodies {
+        pod: pod.clone(),
+        list: list.clone(),
+        events,
+    });
+    let upstream = rt.block_on(upstream::start(bodies));
+
+    let get = |config: Config| Request {
+        method: "GET",
+        path: "/api/v1/namespaces/load/pods/pod-0".into(),
+        headers: vec![("Accept", accept(config).into())],
+        body: None,
+        expect_status: 200,
+        expect_content_type: content_type(config),
+    };
+    let list_req = |config: Config| Request {
+        path: "/api/v1/namespaces/load/pods".into(),
+        ..get(config)
+    };
+    let post = |config: Config| Request {
+        method: "POST",
+        path: "/api/v1/namespaces/load/pods".into(),
+        headers: vec![
+            ("Accept", accept(config).into()),
+            ("Content-Type", content_type(config).into()),
+        ],
+        body: Some(match config {
+            Config::Passthrough => pod.clone(),
+            Config::Transcoding => post_cbor.clone(),
+        }),
+        expect_status: 201,
+        expect_content_type: content_type(config),
+    };
+    type MakeRequest<'a> = Box<dyn Fn(Config) -> Request + 'a>;
+    let scenarios: Vec<(&'static str, usize, MakeRequest)> = vec![
+        ("GET pod (7 KB)", 4, Box::new(get)),
+        ("LIST 700 pods", 2, Box::new(list_req)),
+        ("POST pod", 4, Box::new(post)),
+    ];
+    let configs = [Config::Passthrough, Config::Transcoding];
+    let per_run = Duration::from_secs_f64(o.seconds);
+    let watch_rounds = o.rounds.max(1) * 2;
+    let planned = per_run * (scenarios.len() * configs.len() * o.rounds) as u32
+        + Duration::from_secs(2 * watch_rounds as u64 + 15);
+    let progress = Progress {
+        started: Instant::now(),
+        planned,
+    };
+    let mut results: Vec<Measured> = Vec::new();
+    let mut errors = Vec::new();
+
+    for (name, conns, make) in &scenarios {
+        let mut best: Vec<Option<Measured>> = vec![None, None];
+        for round in 0..o.rounds {
+            for (ci, &config) in configs.iter().enumerate() {
+                progress.show(&format!(
+                    "{name}, {} ({}/{})",
+                    config.name(),
+                    round + 1,
+                    o.rounds
+                ));
+                let proxy = Proxy::start(&exe, upstream);
+                let req = Arc::new(make(config));
+                // Warm up: connections, buffers.
+                rt.block_on(client::load(
+                    proxy.addr,
+                    req.clone(),
+                    *conns,
+                    Duration::from_millis(300),
+                    Arc::new(AtomicU64::new(0)),
+                ));
+                let cpu0 = proxy.cpu();
+                let done = Arc::new(AtomicU64::new(0));
+                let run = {
+                    let fut = client::load(proxy.addr, req, *conns, per_run, done.clone());
+                    rt.block_on(async {
+                        let h = tokio::spawn(fut);
+                        while !h.is_finished() {
+                            progress.show(&format!(
+                                "{name}, {} ({}/{}) {} req",
+                                config.name(),
+                                round + 1,
+                                o.rounds,
+                                done.load(Ordering::Relaxed)
+                            ));
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        h.await.unwrap()
+                    })
+                };
+                let cpu = proxy.cpu().saturating_sub(cpu0);
+                if run.errors > 0 {
+                    errors.push(format!(
+                        "{name} {}: {} errors, first: {}",
+                        config.name(),
+                        run.errors,
+                        run.first_error.clone().unwrap_or_default()
+                    ));
+                }
+                let m = Measured {
+                    scenario: name,
+                    config,
+                    cpu_per_request: cpu / run.requests.max(1) as u32,
+                    peak_rss_kib: proxy.status_kib("VmHWM:"),
+                    run,
+                    events_per_second: None,
+                };
+                let better = best[ci]
+                    .as_ref()
+                    .is_none_or(|b| m.run.per_second() > b.run.per_second());
+                if better {
+                    best[ci] = Some(m);
+                }
+            }
+        }
+        results.extend(best.into_iter().flatten());
+    }
+
+    // The watch: 10,000 events of about 8 KB, one watch at a time.
+    let mut best_watch: Vec<Option<Measured>> = vec![None, None];
+    for round in 0..watch_rounds {
+        for (ci, &config) in configs.iter().enumerate() {
+            progress.show(&format!(
+                "watch 10,000 events, {} ({}/{watch_rounds})",
+                config.name(),
+                round + 1
+            ));
+            let proxy = Proxy::start(&exe, upstream);
+            let cpu0 = proxy.cpu();
+            let (body, took) = rt
+                .block_on(client::watch(proxy.addr, accept(config)))
+                .expect("watch");
+            let cpu = proxy.cpu().saturating_sub(cpu0);
+            let events = count_events(&body, config);
+            if events != 10_000 {
+                errors.push(format!(
+                    "watch {}: {events} events, want 10000",
+                    config.name()
+                ));
+            }
+            let run = Run {
+                requests: events,
+                elapsed: took,
+                body_bytes: body.len() as u64,
+                ..Run::default()
+            };
+            let m = Measured {
+                scenario: "watch, 10,000 events",
+                config,
+                cpu_per_request: cpu / events.max(1) as u32,
+                peak_rss_kib: proxy.status_kib("VmHWM:"),
+                events_per_second: Some(events as f64 / took.as_secs_f64()),
+                run,
+            };
+            if best_watch[ci]
+                .as_ref()
+                .is_none_or(|b| m.events_per_second > b.events_per_second)
+            {
+                best_watch[ci] = Some(m);
+            }
+        }
+    }
+    results.extend(best_watch.into_iter().flatten());
+
+    // Idle watches: RSS per watch, 1,000 of them, after 100 to warm up.
+    let mut idle = Vec::new();
+    for config in configs {
+        progress.show(&format!("1,000 idle watches, {}", config.name()));
+        let proxy = Proxy::start(&exe, upstream);
+        let warm = rt
+            .block_on(client::idle_watches(proxy.addr, 100, accept(config)))
+            .expect("idle watches");
+        std::thread::sleep(Duration::from_millis(300));
+        let before = proxy.status_kib("VmRSS:");
+        let held = rt
+            .block_on(client::idle_watches(proxy.addr, 1000, accept(config)))
+            .expect("idle watches");
+        std::thread::sleep(Duration::from_millis(500));
+        let after = proxy.status_kib("VmRSS:");
+        idle.push((config, after.saturating_sub(before) as f64 / 1000.0));
+        drop(held);
+        drop(warm);
+    }
+    progress.show("done");
+    eprintln!();
+
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let report = report::Report {
+        date: utc_now(),
+        commit: if dirty {
+            format!("{commit} (with uncommitted changes)")
+        } else {
+            commit
+        },
+        seconds: o.seconds,
+        rounds: o.rounds,
+        pod_bytes: pod.len(),
+        list_bytes: list.len(),
+        event_bytes: event_bytes / 10_000,
+        results,
+        idle,
+        errors,
+    };
+    std::fs::create_dir_all(&o.out).expect("create the output directory");
+    let md = o.out.join("RESULTS.md");
+    let png = o.out.join("results.png");
+    std::fs::write(&md, report.markdown()).expect("write RESULTS.md");
+    report.chart(&png).expect("write the chart");
+    print!("{}", report.summary());
+    println!("wrote {} and {}", md.display(), png.display());
+    if !report.errors.is_empty() {
+        std::process::exit(1);
+    }
+}
+
+fn accept(config: Config) -> &'static str {
+    content_type(config)
+}
+
+fn content_type(config: Config) -> &'static str {
+    match config {
+        Config::Passthrough => "application/json",
+        Config::Transcoding => "application/cbor",
+    }
+}
+
+fn count_events(body: &[u8], config: Config) -> u64 {
+    match config {
+        Config::Passthrough => body.iter().filter(|&&b| b == b'\n').count() as u64,
+        Config::Transcoding => {
+            use cborgate::codec::{CborToJson, CborToJsonOptions};
+            let mut dec = CborToJson::new(CborToJsonOptions {
+                sequence: true,
+                dedupe_keys: false,
+                ..Default::default()
+            });
+            let mut out = Vec::new();
+            for piece in body.chunks(1 << 20) {
+                if dec.feed(piece, &mut out).is_err() {
+                    return 0;
+                }
+                out.clear();
+            }
+            if dec.finish(&mut out).is_err() {
+                return 0;
+            }
+            dec.documents()
+        }
+    }
+}
+
+fn git(args: &[&str]) -> String {
+    Command::new("git")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `YYYY-MM-DD HH:MM UTC`, with the codec's own calendar code.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let mut out = Vec::new();
+    cborgate::codec::format_unix_time(secs, &mut out);
+    // RFC 3339 `2026-11-21T16:00:00Z` → `2026-11-21 16:00 UTC`
+    let s = String::from_utf8_lossy(&out).into_owned();
+    match (s.get(0..10), s.get(11..16)) {
+        (Some(d), Some(t)) => format!("{d} {t} UTC"),
+        _ => s,
+    }
+}
