@@ -5,12 +5,13 @@
 set -u
 cd "$(dirname "$0")"
 secs="${1:-600}"
-[ -d corpus/json_to_cbor ] || ./seed-corpus.py
+{ [ -d corpus/json_to_cbor ] && [ -d corpus/negotiation ]; } || ./seed-corpus.py
 cargo +nightly fuzz build -O || exit 1
 failed=""
-for t in json_to_cbor cbor_to_json watch_streams; do
+for t in json_to_cbor cbor_to_json watch_streams negotiation; do
     case "$t" in
         watch_streams) extra="" ;;
+        negotiation) extra="-max_len=4096" ;;
         *) extra="-max_len=16384" ;;
     esac
     mkdir -p "corpus/$t"

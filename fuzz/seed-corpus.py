@@ -6,7 +6,9 @@ b.cbor, b.cbor.2) and the RFC 8949 Appendix A vectors
 (shared/vectors/appendix_a.json). json_to_cbor and cbor_to_json inputs
 start with two control bytes (flags, chunking; see the targets), so each seed
 is written with a few different control bytes. watch_streams is structured
-and starts from an empty corpus.
+and starts from an empty corpus. negotiation gets hand-written request heads
+(`[flags, method \n path \n query \n accept \n content-type]`, see the
+target); it needs no shared/ directory.
 
 Usage: fuzz/seed-corpus.py [SHARED_DIR]   (default: shared/ beside the repository)
 """
@@ -38,7 +40,74 @@ def seeds(target, payload, watch=False):
         write(target, bytes([flags, chunking]) + payload)
 
 
+# Request heads for the negotiation target: (method, path, query, accept,
+# content-type, upgrade). None is an absent query / header.
+CLIENT_GO_CBOR = "application/cbor;q=1,application/json;q=0.9"
+HEADS = [
+    ("GET", "/api/v1/namespaces/default/pods", None, "application/json", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", None, "application/cbor", None, False),
+    ("GET", "/api/v1/namespaces/default/pods/x", None, "application/json;q=0.9,application/cbor;q=1", None, False),
+    ("GET", "/api/v1/namespaces/default/pods/x", None, CLIENT_GO_CBOR, None, False),
+    ("GET", "/api/v1/pods", "limit=500", "application/cbor, */*", None, False),
+    ("GET", "/api/v1/namespaces/default/configmaps", None, "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", None, False),
+    ("GET", "/apis/apps/v1/deployments", "labelSelector=app%3Dweb", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json", None, False),
+    ("GET", "/apis/apps/v1/deployments", None, "application/cbor;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json", None, False),
+    ("GET", "/apis/apps/v1/namespaces/ns/deployments/web/scale", None, "application/cbor;as=Table;v=v1;g=meta.k8s.io", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", "watch=true&resourceVersion=1", "application/cbor", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", "watch=1&resourceVersion=1&allowWatchBookmarks=true", "application/cbor;stream=watch", None, False),
+    ("GET", "/api/v1/watch/namespaces/default/pods", "resourceVersion=0", "application/cbor, application/json", None, False),
+    ("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases", "watch=false&watch=true", "application/vnd.kubernetes.protobuf, */*", None, False),
+    ("GET", "/api/v1/namespaces/default/pods/x", "watch=true", "application/cbor;pretty=1", None, False),
+    ("GET", "/api/v1/namespaces/default/pods/x/log", "follow=true", "*/*", None, False),
+    ("POST", "/api/v1/namespaces/default/pods/x/exec", "command=sh&stdin=true&tty=true", None, None, True),
+    ("GET", "/api/v1/namespaces/default/pods/x/exec", "command=ls", "application/cbor", None, True),
+    ("GET", "/api/v1/namespaces/default/pods/x/portforward", None, None, None, True),
+    ("GET", "/api/v1/namespaces/default/services/https:web:443/proxy/healthz", None, "application/cbor", None, False),
+    ("POST", "/api/v1/namespaces/default/configmaps", None, CLIENT_GO_CBOR, "application/cbor", False),
+    ("POST", "/api/v1/namespaces/default/configmaps", "fieldManager=kubectl", "application/cbor", "application/json", False),
+    ("POST", "/api/v1/namespaces/default/configmaps", None, "application/cbor", "application/cbor;charset=utf-8", False),
+    ("POST", "/api/v1/namespaces/default/configmaps", None, "application/json", "application/merge-patch+cbor", False),
+    ("PUT", "/apis/apps/v1/namespaces/ns/deployments/web", None, "application/cbor", "APPLICATION/CBOR", False),
+    ("PATCH", "/apis/apps/v1/namespaces/ns/deployments/web", "fieldManager=kubectl&force=true", CLIENT_GO_CBOR, "application/apply-patch+cbor", False),
+    ("PATCH", "/apis/apps/v1/namespaces/ns/deployments/web", "fieldManager=kubectl", "application/json", "application/apply-patch+yaml", False),
+    ("PATCH", "/apis/apps/v1/namespaces/ns/deployments/web/status", None, "application/cbor", "application/merge-patch+json", False),
+    ("PATCH", "/api/v1/namespaces/default/configmaps/cm", None, "application/cbor", "application/cbor", False),
+    ("PATCH", "/api/v1/namespaces/default/configmaps/cm", None, "application/cbor", "Application/Apply-Patch+CBOR", False),
+    ("DELETE", "/api/v1/namespaces/default/pods/x", "gracePeriodSeconds=0", "application/cbor", "application/cbor", False),
+    ("DELETE", "/api/v1/namespaces/default/pods", "labelSelector=a", "application/json, */*", None, False),
+    ("GET", "/api/v1", None, "application/cbor", None, False),
+    ("GET", "/apis/apps/v1", None, "application/cbor;as=Table;v=v1;g=meta.k8s.io", None, False),
+    ("GET", "/api", None, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json", None, False),
+    ("GET", "/apis", None, "application/cbor", None, False),
+    ("GET", "/apis/apps", None, "application/yaml", None, False),
+    ("GET", "/version", None, "application/json, */*", None, False),
+    ("GET", "/openapi/v3/apis/apps/v1", "hash=abc", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf", None, False),
+    ("GET", "/healthz", "verbose", None, None, False),
+    ("HEAD", "/api/v1/namespaces/default/pods", None, "application/cbor", None, False),
+    ("OPTIONS", "/api/v1/namespaces/default/pods", None, "application/cbor", None, False),
+    ("get", "/api/v1/namespaces/default/pods%2Fx", "pretty=true", "application/json;pretty=1", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", "pretty=1", "application/cbor;q=0, text/html;q=0.5", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", None, "application/json;q=0x1p-1, application/cbor;q=0.5e0, application/yaml;q=1_0e-1", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", None, "text/plain", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", None, "", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", None, "application/cbor;sv=v1;stream=watch;profile=x;export=1", None, False),
+    ("GET", "/api/v1/namespaces/default/pods", None, ",".join(["a/b;q=0.%d" % (i % 10) for i in range(20)] + ["*/*", "application/*;q=0.5"]), None, False),
+]
+
+
+def head_seed(method, path, query, accept, content_type, upgrade):
+    flags = (1 if upgrade else 0) | (2 if query is None else 0) | (4 if accept is None else 0) | (8 if content_type is None else 0)
+    fields = [method, path, query or "", accept or "", content_type or ""]
+    return bytes([flags]) + "\n".join(fields).encode()
+
+
 def main():
+    for head in HEADS:
+        write("negotiation", head_seed(*head))
+    print(f"wrote {len(HEADS)} negotiation seeds")
+    if not os.path.isdir(SHARED):
+        print(f"{SHARED} not found: no codec seeds", file=sys.stderr)
+        return
     n = 0
     objects = os.path.join(SHARED, "corpus", "objects")
     for name in sorted(os.listdir(objects)):
