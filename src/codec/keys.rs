@@ -35,40 +35,51 @@ struct MapFrame {
     arena_start: usize,
     /// Two bits per key, from its fingerprint (small maps).
     filter: u64,
-    index: Option<HashMap<u64, u32>>,
+    /// The map has a hash index: the last of `KeySets::indexes`.
+    indexed: bool,
+}
+
+/// The eight bytes of `s` from its start, little-endian.
+#[inline(always)]
+fn word(s: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&s[..8]);
+    u64::from_le_bytes(b)
+}
+
+/// The fingerprint of a key of `n` bytes from its first eight bytes
+/// (zero-padded) and, if longer, its last eight.
+#[inline(always)]
+fn mix(first: u64, last: u64, n: usize) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let h = (first ^ (n as u64).rotate_right(8)).wrapping_mul(K) ^ last;
+    let h = h.wrapping_mul(K);
+    h ^ (h >> 32)
 }
 
 /// A fast, unseeded fingerprint of a key (for small maps only): its length
-/// and first and last bytes, mixed. Equal keys have equal fingerprints.
+/// and first and last eight bytes, mixed. Equal keys have equal fingerprints.
 #[inline]
 fn fingerprint(key: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let n = key.len();
-    let word = |s: &[u8]| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&s[..8]);
-        u64::from_le_bytes(b)
-    };
-    let half = |s: &[u8]| {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(&s[..4]);
-        u32::from_le_bytes(b) as u64
-    };
-    let (a, b) = if n >= 8 {
-        (word(key), word(&key[n - 8..]))
-    } else if n >= 4 {
-        (half(key), half(&key[n - 4..]))
-    } else if n > 0 {
-        (
-            key[0] as u64 | (key[n / 2] as u64) << 8 | (key[n - 1] as u64) << 16,
-            0,
-        )
+    let mut first = [0u8; 8];
+    let k = n.min(8);
+    first[..k].copy_from_slice(&key[..k]);
+    let last = if n > 8 { word(&key[n - 8..]) } else { 0 };
+    mix(u64::from_le_bytes(first), last, n)
+}
+
+/// [`fingerprint`] of `padded[..n]`, where `padded` has at least eight bytes.
+#[inline(always)]
+fn fingerprint_padded(padded: &[u8], n: usize) -> u64 {
+    let w = word(padded);
+    let first = if n >= 8 {
+        w
     } else {
-        (0, 0)
+        w & ((1u64 << (8 * n)) - 1)
     };
-    let h = (a ^ (n as u64).rotate_right(8)).wrapping_mul(K) ^ b;
-    let h = h.wrapping_mul(K);
-    h ^ (h >> 32)
+    let last = if n > 8 { word(&padded[n - 8..]) } else { 0 };
+    mix(first, last, n)
 }
 
 /// The filter bits of a fingerprint.
@@ -83,6 +94,8 @@ pub(crate) struct KeySets<P> {
     arena: Vec<u8>,
     entries: Vec<Entry<P>>,
     frames: Vec<MapFrame>,
+    /// The hash indexes of the open maps that have one, innermost last.
+    indexes: Vec<HashMap<u64, u32>>,
     /// Emptied index maps of closed maps, for reuse.
     spare: Vec<HashMap<u64, u32>>,
     hasher: RandomState,
@@ -97,6 +110,7 @@ impl<P: Copy> KeySets<P> {
             arena: Vec::new(),
             entries: Vec::new(),
             frames: Vec::new(),
+            indexes: Vec::new(),
             spare: Vec::new(),
             hasher: RandomState::new(),
         }
@@ -116,7 +130,7 @@ impl<P: Copy> KeySets<P> {
             first_entry: self.entries.len(),
             arena_start: self.arena.len(),
             filter: 0,
-            index: None,
+            indexed: false,
         });
     }
 
@@ -124,10 +138,12 @@ impl<P: Copy> KeySets<P> {
         if let Some(f) = self.frames.pop() {
             self.entries.truncate(f.first_entry);
             self.arena.truncate(f.arena_start);
-            if let Some(mut index) = f.index {
-                if self.spare.len() < MAX_SPARE {
-                    index.clear();
-                    self.spare.push(index);
+            if f.indexed {
+                if let Some(mut index) = self.indexes.pop() {
+                    if self.spare.len() < MAX_SPARE {
+                        index.clear();
+                        self.spare.push(index);
+                    }
                 }
             }
         }
@@ -144,12 +160,40 @@ impl<P: Copy> KeySets<P> {
 
     /// A whole key, `padded[..n]`: [`Self::key_start`], [`Self::key_bytes`]
     /// and [`Self::key_end`] at once. `padded` may go on past the key: short
-    /// keys are then copied as a fixed 24 bytes (no call) and cut back.
-    #[inline]
+    /// keys are then copied as a fixed 24 bytes (no call) and cut back, and
+    /// a new key of a small map is recognised without a second look at it.
+    #[inline(always)]
     pub fn key(&mut self, padded: &[u8], n: usize, payload: P) -> KeyOutcome {
+        if let (Some(chunk), true) = (
+            padded.get(..24).and_then(|c| <&[u8; 24]>::try_from(c).ok()),
+            n <= 24,
+        ) {
+            if let Some(frame) = self.frames.last_mut() {
+                if !frame.indexed && self.entries.len() - frame.first_entry < INDEX_AFTER {
+                    let fp = fingerprint_padded(chunk, n);
+                    let bits = filter_bits(fp);
+                    if frame.filter & bits != bits {
+                        // Certainly new: as `key_end` records it.
+                        frame.filter |= bits;
+                        let start = self.arena.len();
+                        self.arena.extend_from_slice(chunk);
+                        self.arena.truncate(start + n);
+                        let idx = self.entries.len();
+                        self.entries.push(Entry {
+                            hash: fp,
+                            start: start as u32,
+                            len: n as u32,
+                            next: NONE,
+                            payload,
+                        });
+                        return KeyOutcome::New(idx);
+                    }
+                }
+            }
+        }
         let start = self.arena.len();
         self.padded_key_bytes(padded, n);
-        self.key_end(start, payload)
+        self.key_end_slow(start, payload)
     }
 
     /// [`Self::key_bytes`] of `padded[..n]`, where `padded` may go on past
@@ -173,7 +217,7 @@ impl<P: Copy> KeySets<P> {
     pub fn key_end(&mut self, start: usize, payload: P) -> KeyOutcome {
         // The common case: a small map, and the filter says the key is new.
         if let Some(frame) = self.frames.last_mut() {
-            if frame.index.is_none() && self.entries.len() - frame.first_entry < INDEX_AFTER {
+            if !frame.indexed && self.entries.len() - frame.first_entry < INDEX_AFTER {
                 let key = &self.arena[start..];
                 let fp = fingerprint(key);
                 let bits = filter_bits(fp);
@@ -201,7 +245,7 @@ impl<P: Copy> KeySets<P> {
         };
         let key = &self.arena[start..];
         let count = self.entries.len() - frame.first_entry;
-        let (found, mut hash) = match &frame.index {
+        let (found, mut hash) = match self.indexes.last().filter(|_| frame.indexed) {
             Some(index) => {
                 let hash = self.hasher.hash_one(key);
                 let mut at = index.get(&hash).copied().unwrap_or(NONE);
@@ -242,7 +286,7 @@ impl<P: Copy> KeySets<P> {
             return KeyOutcome::Dup(i);
         }
         let idx = self.entries.len() as u32;
-        if frame.index.is_none() && count + 1 > INDEX_AFTER {
+        if !frame.indexed && count + 1 > INDEX_AFTER {
             // The map has grown: index it, with seeded hashes from now on.
             let mut index = self.spare.pop().unwrap_or_default();
             index.reserve(count * 2);
@@ -256,7 +300,8 @@ impl<P: Copy> KeySets<P> {
                 self.entries[i].next = prev;
             }
             hash = self.hasher.hash_one(&self.arena[start..]);
-            frame.index = Some(index);
+            frame.indexed = true;
+            self.indexes.push(index);
         }
         let mut entry = Entry {
             hash,
@@ -265,7 +310,7 @@ impl<P: Copy> KeySets<P> {
             next: NONE,
             payload,
         };
-        if let Some(index) = frame.index.as_mut() {
+        if let Some(index) = self.indexes.last_mut().filter(|_| frame.indexed) {
             entry.next = index.insert(hash, idx).unwrap_or(NONE);
         }
         self.entries.push(entry);
@@ -296,6 +341,50 @@ mod tests {
             KeyOutcome::New(_) => None,
             KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
         }
+    }
+
+    #[test]
+    fn padded_fingerprint_is_the_fingerprint() {
+        let buf: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(37) ^ 0x5a).collect();
+        for n in 0..=32 {
+            assert_eq!(
+                fingerprint_padded(&buf, n),
+                fingerprint(&buf[..n]),
+                "n = {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn whole_and_pieced_keys_agree() {
+        let mut k: KeySets<u32> = KeySets::new();
+        k.open_map();
+        let keys: Vec<String> = (0..40)
+            .map(|i| format!("k{}", "x".repeat(i % 30)))
+            .collect();
+        for (i, key) in keys.iter().enumerate().take(30) {
+            let mut padded = key.as_bytes().to_vec();
+            padded.extend_from_slice(&[b'?'; 24]);
+            assert_eq!(k.key(&padded, key.len(), i as u32), KeyOutcome::New(i));
+        }
+        for (i, key) in keys.iter().enumerate().skip(30) {
+            assert_eq!(add(&mut k, key.as_bytes(), 0), Some(i as u32 - 30));
+        }
+        // A small map: whole keys first, then the same keys in pieces.
+        k.open_map();
+        for (i, key) in keys.iter().enumerate().take(5) {
+            let mut padded = key.as_bytes().to_vec();
+            padded.extend_from_slice(&[b'?'; 24]);
+            assert!(matches!(
+                k.key(&padded, key.len(), i as u32),
+                KeyOutcome::New(_)
+            ));
+        }
+        for (i, key) in keys.iter().enumerate().take(5) {
+            assert_eq!(add(&mut k, key.as_bytes(), 0), Some(i as u32));
+        }
+        k.close_map();
+        k.close_map();
     }
 
     #[test]

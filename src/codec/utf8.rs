@@ -188,21 +188,81 @@ fn first_stop(v: u64, ascii: bool) -> Option<usize> {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let q = v ^ (ONES * b'"' as u64);
     let b = v ^ (ONES * b'\\' as u64);
-    let mut hit =
-        q.wrapping_sub(ONES) & !q | b.wrapping_sub(ONES) & !b | v.wrapping_sub(ONES * 0x20) & !v;
-    if ascii {
-        hit |= v;
-    }
+    let hit = if ascii {
+        // Every byte >= 0x80 is flagged by `v` itself, so the `& !x` terms
+        // (which only clear bytes >= 0x80) are not needed: below the first
+        // flagged byte all bytes are < 0x80 and no subtraction borrows.
+        q.wrapping_sub(ONES) | b.wrapping_sub(ONES) | v.wrapping_sub(ONES * 0x20) | v
+    } else {
+        q.wrapping_sub(ONES) & !q | b.wrapping_sub(ONES) & !b | v.wrapping_sub(ONES * 0x20) & !v
+    };
     let hit = hit & HIGH;
     (hit != 0).then(|| (hit.trailing_zeros() / 8) as usize)
 }
 
+/// Offset of the first byte of the sixteen of `s` at `i` that stops a plain
+/// run (as [`first_stop`]), or `None`. SSE2 where the build has it (every
+/// x86-64 target), two words otherwise.
+#[inline(always)]
+fn first_stop16(s: &[u8], i: usize, ascii: bool) -> Option<usize> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        let (lo, hi) = (word(s, i), word(s, i + 8));
+        // SAFETY: `stop_mask16` is a safe function whose only requirement is
+        // the SSE2 target feature, which this block is compiled only with (it
+        // is part of the x86-64 baseline): there is no memory access here, the
+        // two words were read above with bounds checks.
+        let m = unsafe { sse2::stop_mask16(lo, hi, ascii) };
+        (m != 0).then(|| m.trailing_zeros() as usize)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        first_stop(word(s, i), ascii).or_else(|| first_stop(word(s, i + 8), ascii).map(|at| at + 8))
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_set_epi64x, _mm_xor_si128,
+    };
+
+    /// One bit per byte of the sixteen bytes `lo`, `hi` (little-endian): set
+    /// where the byte stops a plain run: `"`, `\`, a control character and,
+    /// with `ascii`, any byte >= 0x80.
+    #[target_feature(enable = "sse2")]
+    #[inline]
+    pub(super) fn stop_mask16(lo: u64, hi: u64, ascii: bool) -> u32 {
+        let v = _mm_set_epi64x(hi as i64, lo as i64);
+        let q = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let b = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // Signed compare: bytes >= 0x80 are negative, so `< 0x20` takes them
+        // too; without `ascii`, flipping the top bit first makes it unsigned.
+        let c = if ascii {
+            _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))
+        } else {
+            _mm_cmplt_epi8(
+                _mm_xor_si128(v, _mm_set1_epi8(0x80u8 as i8)),
+                _mm_set1_epi8(0xa0u8 as i8),
+            )
+        };
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c)) as u32
+    }
+}
+
 /// Length of the plain run at the start of `s`: bytes up to (not including)
-/// the first `"`, `\` or control character. Eight bytes at a time.
+/// the first `"`, `\` or control character. Sixteen bytes at a time.
 #[inline]
 pub(crate) fn plain_run(s: &[u8]) -> usize {
     let mut i = 0;
-    while i + 8 <= s.len() {
+    while i + 16 <= s.len() {
+        if let Some(at) = first_stop16(s, i, false) {
+            return i + at;
+        }
+        i += 16;
+    }
+    if i + 8 <= s.len() {
         if let Some(at) = first_stop(word(s, i), false) {
             return i + at;
         }
@@ -218,7 +278,13 @@ pub(crate) fn plain_run(s: &[u8]) -> usize {
 #[inline]
 pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
     let mut i = 0;
-    while i + 8 <= s.len() {
+    while i + 16 <= s.len() {
+        if let Some(at) = first_stop16(s, i, true) {
+            return i + at;
+        }
+        i += 16;
+    }
+    if i + 8 <= s.len() {
         if let Some(at) = first_stop(word(s, i), true) {
             return i + at;
         }
@@ -230,16 +296,16 @@ pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
     i
 }
 
-/// [`plain_ascii_run`] of `s[..n]`, reading whole words from `s` beyond `n`
+/// [`plain_ascii_run`] of `s[..n]`, reading whole blocks from `s` beyond `n`
 /// where it has them (the caller's string sits inside a larger buffer).
 #[inline(always)]
 pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
     let mut i = 0;
-    while i < n && i + 8 <= s.len() {
-        if let Some(at) = first_stop(word(s, i), true) {
+    while i < n && i + 16 <= s.len() {
+        if let Some(at) = first_stop16(s, i, true) {
             return n.min(i + at);
         }
-        i += 8;
+        i += 16;
     }
     if i >= n {
         return n;
