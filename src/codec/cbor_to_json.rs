@@ -932,15 +932,39 @@ impl CborToJson {
                 first = false;
                 if key {
                     key_next = false;
-                } else if remaining == 1 {
-                    // The container closes: `items_done` takes it from here.
-                    save!();
-                    self.items_done(i, out)?;
-                    continue 'frames;
-                } else {
-                    remaining -= 1;
-                    key_next = is_map;
+                    continue;
                 }
+                // As `items_done`: close finished containers while the parent
+                // is a definite array or map, and count the item in it.
+                while remaining == 1 {
+                    self.stack.pop();
+                    self.depth -= 1;
+                    if is_map {
+                        out.push(b'}');
+                        if dedupe {
+                            self.keys.close_map();
+                        }
+                    } else {
+                        out.push(b']');
+                    }
+                    // Its `first` is false and, in a map, `key_next` too: the
+                    // closed container was a value (never a key) in it.
+                    (is_map, remaining) = match self.stack.last() {
+                        Some(&Frame::Array {
+                            remaining: Some(r), ..
+                        }) => (false, r),
+                        Some(&Frame::Map {
+                            remaining: Some(r), ..
+                        }) => (true, r),
+                        _ => {
+                            // A tag, the top level or an indefinite container.
+                            self.items_done(i, out)?;
+                            continue 'frames;
+                        }
+                    };
+                }
+                remaining -= 1;
+                key_next = is_map;
             }
         }
     }
