@@ -62,11 +62,24 @@ fn mix(first: u64, last: u64, n: usize) -> u64 {
 #[inline]
 fn fingerprint(key: &[u8]) -> u64 {
     let n = key.len();
-    let mut first = [0u8; 8];
-    let k = n.min(8);
-    first[..k].copy_from_slice(&key[..k]);
+    let half = |s: &[u8]| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&s[..4]);
+        u32::from_le_bytes(b) as u64
+    };
+    // The first eight bytes, zero-padded, from (possibly overlapping) loads
+    // that agree where they overlap.
+    let first = if n >= 8 {
+        word(key)
+    } else if n >= 4 {
+        half(key) | half(&key[n - 4..]) << (8 * (n - 4))
+    } else if n > 0 {
+        key[0] as u64 | (key[n / 2] as u64) << (8 * (n / 2)) | (key[n - 1] as u64) << (8 * (n - 1))
+    } else {
+        0
+    };
     let last = if n > 8 { word(&key[n - 8..]) } else { 0 };
-    mix(u64::from_le_bytes(first), last, n)
+    mix(first, last, n)
 }
 
 /// [`fingerprint`] of `padded[..n]`, where `padded` has at least eight bytes.
