@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub grace_period_seconds: u64,
     /// Seconds after SIGTERM during which `/readyz` fails but the listener still serves.
     pub shutdown_delay_seconds: u64,
+    /// Longest pause, in seconds, while a client sends its first request head on a
+    /// connection or a request body (then the connection is closed).
+    pub request_read_timeout_seconds: u64,
     /// Seconds an idle keep-alive client connection is kept between requests (0 = forever).
     pub idle_timeout_seconds: u64,
     /// Largest request head (request line and headers) accepted, in bytes (431 beyond).
@@ -77,6 +80,7 @@ impl Default for ServerConfig {
             grace_period_seconds: 30,
             shutdown_delay_seconds: 0,
             idle_timeout_seconds: 90,
+            request_read_timeout_seconds: 60,
             max_header_bytes: MAX_HEADER_BYTES,
             max_requests_inflight: 400,
             max_long_running_requests: 0,
@@ -287,6 +291,11 @@ impl Config {
                 "server.max_header_bytes: {} is not between 1 and {MAX_HEADER_BYTES}",
                 self.server.max_header_bytes
             )));
+        }
+        if self.server.request_read_timeout_seconds == 0 {
+            return Err(ConfigError(
+                "server.request_read_timeout_seconds: must be at least 1".into(),
+            ));
         }
         if self.server.threads == 0 {
             return Err(ConfigError("server.threads: must be at least 1".into()));

@@ -101,6 +101,11 @@ pub fn run(server: Server, times: DrainTimes) -> ! {
 /// Build the server. Errors are configuration problems (exit status 2).
 pub fn build(config: Config) -> Result<Server, ConfigError> {
     config.validate()?;
+    // The vendored pingora-core's start-of-connection read timeout (see its README.cborgate.md).
+    pingora::protocols::http::v1::server::DEFAULT_READ_TIMEOUT_SECS.store(
+        config.server.request_read_timeout_seconds,
+        Ordering::Relaxed,
+    );
     let config = Arc::new(config);
     let conf = ServerConf {
         threads: config.server.threads,

@@ -210,3 +210,24 @@ fn an_idle_keep_alive_connection_is_closed_after_idle_timeout_seconds() {
     std::thread::sleep(Duration::from_millis(1600));
     assert!(c.is_closed(), "the idle connection was not closed");
 }
+
+#[test]
+fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_timeout_seconds() {
+    let conf = config("[server]\nrequest_read_timeout_seconds = 1\n");
+    let h = Harness::start("legacy", &["--config", &conf]);
+    let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
+    s.write_all(b"GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nX-Sl")
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = std::io::Read::read(&mut s, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "no answer to a half-sent head, only a close");
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(4),
+        "closed after {took:?}"
+    );
+    // Other clients are served meanwhile and afterwards.
+    assert_eq!(once(h.proxy, "GET", CM, &[], None).status, 200);
+}

@@ -349,8 +349,11 @@ where
                 // stop downstream from reusing if this service is shutting down soon
                 session.set_keepalive(None);
             } else {
-                // default 60s
-                session.set_keepalive(Some(60));
+                // default 60s (cborgate patch: configurable, see README.cborgate.md)
+                session.set_keepalive(Some(
+                    crate::protocols::http::v1::server::DEFAULT_READ_TIMEOUT_SECS
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                ));
             }
             session.set_keepalive_reuses_remaining(
                 self.server_options()

@@ -73,6 +73,11 @@ impl ProxyTaskState {
     }
 }
 
+/// cborgate patch: the read timeout a new server session starts with (pingora's fixed
+/// default is 60 s). Set once at start-up from `server.request_read_timeout_seconds`.
+pub static DEFAULT_READ_TIMEOUT_SECS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(60);
+
 /// The HTTP 1.x server session
 pub struct HttpSession {
     underlying_stream: Stream,
@@ -186,7 +191,9 @@ impl HttpSession {
             update_resp_headers: true,
             response_written: None,
             request_header: None,
-            read_timeout: Some(Duration::from_secs(60)),
+            read_timeout: Some(Duration::from_secs(
+                DEFAULT_READ_TIMEOUT_SECS.load(std::sync::atomic::Ordering::Relaxed),
+            )),
             write_timeout: None,
             total_drain_timeout: None,
             body_bytes_sent: 0,
