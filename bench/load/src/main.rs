@@ -165,6 +165,8 @@ struct Options {
     rounds: usize,
     out: PathBuf,
     cborgate: PathBuf,
+    /// Run only the scenarios whose name contains this (for profiling); no report.
+    only: Option<String>,
 }
 
 fn options() -> Options {
@@ -174,6 +176,7 @@ fn options() -> Options {
         rounds: 3,
         out: root.clone(),
         cborgate: root.join("../target/release/cborgate"),
+        only: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -195,9 +198,10 @@ fn options() -> Options {
                 o.rounds = 1;
             }
             "--out" => o.out = PathBuf::from(args.next().expect("--out DIR")),
+            "--only" => o.only = Some(args.next().expect("--only SCENARIO")),
             "--cborgate" => o.cborgate = PathBuf::from(args.next().expect("--cborgate PATH")),
             _ => {
-                eprintln!("usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--out DIR] [--cborgate PATH]");
+                eprintln!("usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--out DIR] [--cborgate PATH] [--only SCENARIO]");
                 std::process::exit(2);
             }
         }
@@ -276,14 +280,20 @@ fn main() {
         expect_content_type: content_type(config),
     };
     type MakeRequest<'a> = Box<dyn Fn(Config) -> Request + 'a>;
-    let scenarios: Vec<(&'static str, usize, MakeRequest)> = vec![
+    let wanted = |name: &str| o.only.as_ref().is_none_or(|w| name.contains(w.as_str()));
+    let mut scenarios: Vec<(&'static str, usize, MakeRequest)> = vec![
         ("GET pod (7 KB)", 4, Box::new(get)),
         ("LIST 700 pods", 2, Box::new(list_req)),
         ("POST pod", 4, Box::new(post)),
     ];
+    scenarios.retain(|(name, _, _)| wanted(name));
     let configs = [Config::Passthrough, Config::Transcoding];
     let per_run = Duration::from_secs_f64(o.seconds);
-    let watch_rounds = o.rounds.max(1) * 2;
+    let watch_rounds = if wanted("watch") {
+        o.rounds.max(1) * 2
+    } else {
+        0
+    };
     let planned = per_run * (scenarios.len() * configs.len() * o.rounds) as u32
         + Duration::from_secs(2 * watch_rounds as u64 + 15);
     let progress = Progress {
@@ -408,7 +418,7 @@ fn main() {
 
     // Idle watches: RSS per watch, 1,000 of them, after 100 to warm up.
     let mut idle = Vec::new();
-    for config in configs {
+    for config in configs.into_iter().filter(|_| wanted("idle")) {
         progress.show(&format!("1,000 idle watches, {}", config.name()));
         let proxy = Proxy::start(&exe, upstream);
         let warm = rt
@@ -428,6 +438,21 @@ fn main() {
     progress.show("done");
     eprintln!();
 
+    if let Some(only) = &o.only {
+        for m in &results {
+            println!(
+                "{} {}: {:.0}/s, p50 {:?}, p99 {:?}, proxy CPU {:?} per request",
+                m.scenario,
+                m.config.name(),
+                m.events_per_second.unwrap_or_else(|| m.run.per_second()),
+                m.run.percentile(0.5),
+                m.run.percentile(0.99),
+                m.cpu_per_request
+            );
+        }
+        eprintln!("--only {only}: no report written");
+        return;
+    }
     let commit = git(&["rev-parse", "--short=12", "HEAD"]);
     let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
     let report = report::Report {
