@@ -243,7 +243,7 @@ impl Report {
             .copied()
             .filter(|v| v.is_finite())
             .fold(1.5f64, f64::max)
-            * 1.15;
+            * 1.35;
         let e = |e: &dyn std::fmt::Debug| format!("{e:?}");
         let root = BitMapBackend::new(path, (1100, 600)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(&x))?;
@@ -315,8 +315,8 @@ impl Report {
             chart
                 .draw_series(std::iter::once(Text::new(
                     l.to_string(),
-                    (i as f64 + 0.12, top * 0.03),
-                    ("sans-serif", 15).into_font().color(&WHITE),
+                    (i as f64 + 0.12, top * 0.80),
+                    ("sans-serif", 16).into_font().color(&BLACK),
                 )))
                 .map_err(|x| e(&x))?;
             for (v, off) in [(t, 0.14), (c, 0.54)] {
