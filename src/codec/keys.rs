@@ -356,6 +356,91 @@ mod tests {
         }
     }
 
+    /// `key` (whole, padded or not) and `key_start`/`key_bytes`/`key_end`
+    /// (in pieces) against a model: a set of keys per open map.
+    #[test]
+    fn matches_a_model_on_random_maps() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        // Keys that differ late, by length, or only by trailing zero bytes.
+        let alphabet: &[u8] = b"ab\0";
+        let mut k: KeySets<u32> = KeySets::new();
+        let mut model: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
+        for step in 0..200_000u32 {
+            match next(10) {
+                0 if model.len() < 6 => {
+                    k.open_map();
+                    model.push(Vec::new());
+                }
+                1 if !model.is_empty() && next(4) == 0 => {
+                    k.close_map();
+                    model.pop();
+                }
+                _ if !model.is_empty() => {
+                    let n = match next(4) {
+                        0 => next(4),
+                        1 => 14 + next(6),
+                        _ => next(40),
+                    } as usize;
+                    let mut key: Vec<u8> = (0..n)
+                        .map(|_| alphabet[next(if n > 3 { 2 } else { 3 }) as usize])
+                        .collect();
+                    // Often an earlier key of this or an outer map, or one
+                    // that differs from it in one byte.
+                    let m = &model[next(model.len() as u64) as usize];
+                    if !m.is_empty() && next(2) == 0 {
+                        key = m[next(m.len() as u64) as usize].0.clone();
+                        if !key.is_empty() && next(3) == 0 {
+                            let at = next(key.len() as u64) as usize;
+                            key[at] ^= 1;
+                        }
+                    }
+                    let n = key.len();
+                    let want = model
+                        .last()
+                        .and_then(|m| m.iter().find(|(x, _)| *x == key))
+                        .map(|&(_, p)| p);
+                    let got = match next(3) {
+                        0 => {
+                            let mut padded = key.clone();
+                            padded.extend((0..next(30)).map(|_| b'?'));
+                            match k.key(&padded, n, step) {
+                                KeyOutcome::New(_) => None,
+                                KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
+                            }
+                        }
+                        1 => match k.key(&key, n, step) {
+                            KeyOutcome::New(_) => None,
+                            KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
+                        },
+                        _ => {
+                            let s = k.key_start();
+                            let cut = next(n as u64 + 1) as usize;
+                            k.key_bytes(&key[..cut]);
+                            k.key_bytes(&key[cut..]);
+                            match k.key_end(s, step) {
+                                KeyOutcome::New(_) => None,
+                                KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
+                            }
+                        }
+                    };
+                    assert_eq!(got, want, "step {step}: key {key:?}");
+                    if want.is_none() {
+                        if let Some(m) = model.last_mut() {
+                            m.push((key, step));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     #[test]
     fn padded_fingerprint_is_the_fingerprint() {
         let buf: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(37) ^ 0x5a).collect();
