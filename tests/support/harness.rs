@@ -53,6 +53,18 @@ impl Harness {
     }
 
     pub fn start_with(mode: &str, extra: &[&str], opts: StandInOptions) -> Harness {
+        Self::start_env(mode, extra, opts, &[], false)
+    }
+
+    /// Stand-in + `cborgate serve`, with extra environment variables and, if
+    /// `capture`, stderr piped to `child.stderr` (the logs).
+    pub fn start_env(
+        mode: &str,
+        extra: &[&str],
+        opts: StandInOptions,
+        env: &[(&str, &str)],
+        capture: bool,
+    ) -> Harness {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -62,7 +74,7 @@ impl Harness {
             .block_on(StandIn::start("127.0.0.1:0".parse().unwrap(), opts))
             .unwrap();
         let upstream = standin.addr();
-        let mut h = Self::proxy_to(&format!("http://{upstream}"), mode, extra, rt);
+        let mut h = Self::spawn(&format!("http://{upstream}"), mode, extra, rt, env, capture);
         h.standin = Some(standin);
         h.upstream = upstream;
         h
@@ -70,6 +82,17 @@ impl Harness {
 
     /// `cborgate serve` in front of any upstream URL.
     pub fn proxy_to(url: &str, mode: &str, extra: &[&str], rt: tokio::runtime::Runtime) -> Harness {
+        Self::spawn(url, mode, extra, rt, &[], false)
+    }
+
+    fn spawn(
+        url: &str,
+        mode: &str,
+        extra: &[&str],
+        rt: tokio::runtime::Runtime,
+        env: &[(&str, &str)],
+        capture: bool,
+    ) -> Harness {
         let proxy = free_port();
         let admin = free_port();
         let mut args = vec![
@@ -90,7 +113,13 @@ impl Harness {
                 "RUST_LOG",
                 std::env::var("CBORGATE_TEST_LOG").unwrap_or("warn".into()),
             )
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
+            .stderr(if capture {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("start cborgate");
         wait_for(proxy, &mut child);
