@@ -1,6 +1,9 @@
 //! Every Prometheus metric family cborgate exports (WIRE.md §6), defined in
 //! one place, and the text rendering for `/metrics` that lists every family
-//! from start-up, even before it has a sample.
+//! from start-up, even before it has a sample. On Linux the standard
+//! `process_*` families (CPU seconds, resident memory, open and maximum file
+//! descriptors, threads, start time) come along, as from any Prometheus
+//! client library, read from `/proc` at each scrape ([`process_families`]).
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -119,6 +122,7 @@ impl Metrics {
                 text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
             }
         }
+        text.push_str(&process_families());
         text
     }
 
@@ -126,6 +130,101 @@ impl Metrics {
     pub fn family_names(&self) -> Vec<&'static str> {
         self.families.iter().map(|f| f.0).collect()
     }
+}
+
+/// The standard `process_*` families of the Prometheus client libraries, in
+/// text format, for this process: CPU seconds, resident and virtual memory,
+/// threads, start time, open and maximum file descriptors. Read from `/proc`
+/// (Linux); a value that cannot be read is left out, and elsewhere there are
+/// none. Units as the Go client's: `/proc` counts CPU time in USER_HZ ticks,
+/// which is 100 per second on every Linux architecture.
+pub fn process_families() -> String {
+    const USER_HZ: f64 = 100.0;
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, value: Option<f64>| {
+        if let Some(v) = value {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"
+            ));
+        }
+    };
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    // /proc/self/stat: the fields after the command name, which ends at the
+    // last ')'; `f(n)` is field n as man 5 proc numbers them (state is 3).
+    let stat = read("/proc/self/stat");
+    let fields: Vec<&str> = stat
+        .as_deref()
+        .and_then(|s| s.rsplit_once(')'))
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let f = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+    // /proc/self/status: "VmRSS:   1234 kB".
+    let status = read("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|k| k * 1024.0)
+    };
+    let boot_time = read("/proc/stat").and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    });
+    family(
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+        f(14).zip(f(15)).map(|(u, s)| (u + s) / USER_HZ),
+    );
+    family(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        kib("VmRSS:"),
+    );
+    family(
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+        kib("VmSize:"),
+    );
+    family(
+        "process_threads",
+        "gauge",
+        "Number of OS threads in the process.",
+        f(20),
+    );
+    family(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+        f(22)
+            .zip(boot_time)
+            .map(|(ticks, boot)| boot + ticks / USER_HZ),
+    );
+    family(
+        "process_open_fds",
+        "gauge",
+        "Number of open file descriptors.",
+        std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|d| d.count() as f64),
+    );
+    family(
+        "process_max_fds",
+        "gauge",
+        "Maximum number of open file descriptors.",
+        read("/proc/self/limits").and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Max open files"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<f64>().ok())
+        }),
+    );
+    out
 }
 
 /// The process-wide metrics.
@@ -162,5 +261,41 @@ mod tests {
             );
         }
         assert!(text.contains("cborgate_build_info{version=\""));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_are_exported_with_samples() {
+        // Some CPU time to count (fractions of a second must show).
+        let spin = std::time::Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let text = metrics().render();
+        let sample = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no {name} sample in:\n{text}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        assert!(sample("process_resident_memory_bytes") > 1e6);
+        assert!(sample("process_open_fds") >= 3.0);
+        assert!(sample("process_max_fds") >= sample("process_open_fds"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let started = sample("process_start_time_seconds");
+        assert!(
+            started <= now + 1.0 && started > now - 3600.0,
+            "{started} vs {now}"
+        );
+        assert!(sample("process_virtual_memory_bytes") >= sample("process_resident_memory_bytes"));
+        assert!(text.contains("# TYPE process_cpu_seconds_total counter\n"));
+        assert!(sample("process_cpu_seconds_total") >= 0.05);
+        assert!(sample("process_threads") >= 1.0);
     }
 }

@@ -762,6 +762,20 @@ fn metrics_families_exist_and_move() {
             "{family} missing at start-up"
         );
     }
+    // The standard process families, with the proxy's own values.
+    if cfg!(target_os = "linux") {
+        for family in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{family} "))),
+                "{family} has no sample"
+            );
+        }
+    }
     let r = once(
         h.proxy,
         "PATCH",
