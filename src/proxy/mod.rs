@@ -22,6 +22,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::{Error, ErrorType};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use upstream::Upstream;
@@ -63,10 +64,9 @@ pub struct RequestCtx {
     cbor_passthrough: bool,
     /// Counted in `cborgate_upgrades_active` with this protocol label.
     upgrade: Option<&'static str>,
-    /// Counted in `server::IN_FLIGHT` (a short request).
-    in_flight: bool,
-    /// Counted in `server::LONG_RUNNING`.
-    long_running: bool,
+    /// The admission counter this request is counted in (`server::IN_FLIGHT`
+    /// or `server::LONG_RUNNING`), released when it ends.
+    admitted: Option<&'static AtomicUsize>,
     status: u16,
 }
 
@@ -149,7 +149,7 @@ impl Gate {
     /// clients move to another replica before the listener closes; otherwise kept alive
     /// (when the client allows it) for `server.idle_timeout_seconds` of idleness.
     fn connection_reuse(&self, session: &mut Session) {
-        if crate::server::SHUTTING_DOWN.load(std::sync::atomic::Ordering::Acquire) {
+        if crate::server::SHUTTING_DOWN.load(Ordering::Acquire) {
             session.set_keepalive(None);
         } else if session.get_keepalive().is_some() {
             session.set_keepalive(Some(self.config.server.idle_timeout_seconds));
@@ -178,6 +178,25 @@ impl Gate {
             .write_response_body(Some(Bytes::from(body)), true)
             .await?;
         Ok(())
+    }
+
+    /// Answer a request from `request_filter` without the upstream: record
+    /// the plan and the status for the request log, then write the Status.
+    /// `Ok(true)` tells pingora the response is done.
+    async fn reply_locally(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        plan: Plan,
+        status: &Status,
+        format: StatusFormat,
+        retry_after: bool,
+    ) -> Result<bool> {
+        ctx.status = status.code;
+        ctx.plan = Some(plan);
+        self.write_status(session, status, format, retry_after)
+            .await?;
+        Ok(true)
     }
 
     /// What `/readyz` reads.
@@ -283,8 +302,7 @@ impl ProxyHttp for Gate {
             replay: false,
             declared_len: None,
             cbor_passthrough: false,
-            in_flight: false,
-            long_running: false,
+            admitted: None,
             upgrade: None,
             status: 0,
         }
@@ -324,24 +342,22 @@ impl ProxyHttp for Gate {
                 ),
             );
             let format = Self::status_format(Some(&p));
-            ctx.status = 431;
-            ctx.plan = Some(p);
-            self.write_status(session, &status, format, false).await?;
-            return Ok(true);
+            return self
+                .reply_locally(session, ctx, p, &status, format, false)
+                .await;
         }
         // Admission, as kube-apiserver's max-in-flight filter: short requests and
         // long-running ones are counted apart, and both answer 429 with Retry-After.
         let (counter, limit) = if p.long_running {
-            ctx.long_running = true;
             (
                 &crate::server::LONG_RUNNING,
                 limits.max_long_running_requests,
             )
         } else {
-            ctx.in_flight = true;
             (&crate::server::IN_FLIGHT, limits.max_requests_inflight)
         };
-        let before = counter.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        ctx.admitted = Some(counter);
+        let before = counter.fetch_add(1, Ordering::AcqRel);
         if limit > 0 && before >= limit {
             let status = Status::new(
                 429,
@@ -349,10 +365,9 @@ impl ProxyHttp for Gate {
                 "Too many requests, please try again later.",
             );
             let format = Self::status_format(Some(&p));
-            ctx.status = 429;
-            ctx.plan = Some(p);
-            self.write_status(session, &status, format, true).await?;
-            return Ok(true);
+            return self
+                .reply_locally(session, ctx, p, &status, format, true)
+                .await;
         }
         if let Some(reply) = &p.reply {
             let (status, format) = reply_status(reply);
@@ -365,20 +380,18 @@ impl ProxyHttp for Gate {
                 406 => m.not_acceptable_total.with_label_values(&["proxy"]).inc(),
                 _ => {}
             }
-            ctx.status = status.code;
-            ctx.plan = Some(p);
-            self.write_status(session, &status, format, false).await?;
-            return Ok(true);
+            return self
+                .reply_locally(session, ctx, p, &status, format, false)
+                .await;
         }
         if let BodyAction::CborToJson { .. } = p.body {
             let limit = self.config.codec.max_request_body_bytes as u64;
             if declared_len.is_some_and(|n| n > limit) {
                 let status = too_large(limit);
                 let format = Self::status_format(Some(&p));
-                ctx.status = 413;
-                ctx.plan = Some(p);
-                self.write_status(session, &status, format, false).await?;
-                return Ok(true);
+                return self
+                    .reply_locally(session, ctx, p, &status, format, false)
+                    .await;
             }
             ctx.declared_len = declared_len;
             let cbor_first = self.mode == UpstreamMode::Auto
@@ -802,13 +815,8 @@ impl ProxyHttp for Gate {
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let m = metrics();
-        if ctx.in_flight {
-            crate::server::IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-            ctx.in_flight = false;
-        }
-        if ctx.long_running {
-            crate::server::LONG_RUNNING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-            ctx.long_running = false;
+        if let Some(counter) = ctx.admitted.take() {
+            counter.fetch_sub(1, Ordering::AcqRel);
         }
         if ctx.watch_counted {
             m.watch_streams_active.dec();
