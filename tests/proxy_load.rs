@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::harness::Harness;
+use support::http::header;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -59,10 +60,7 @@ struct Answer {
 
 impl Answer {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        header(&self.headers, name)
     }
     fn closes(&self) -> bool {
         self.header("connection")
@@ -157,12 +155,7 @@ impl Client {
     ) -> IoResult<Answer> {
         self.send(method, path, headers, body).await?;
         let (status, headers) = self.head().await?;
-        let get = |n: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(n))
-                .map(|(_, v)| v.clone())
-        };
+        let get = |n: &str| header(&headers, n);
         let body = if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
             let mut body = Vec::new();
             while let Some(c) = self.chunk().await? {
@@ -229,11 +222,7 @@ async fn watch_and_check(
         Ok((status, _)) => return format!("watch answered {status}"),
         Err(e) => return format!("head: {e}"),
     };
-    let ct = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
+    let ct = header(&headers, "content-type").unwrap_or_default();
     let want = if cbor {
         "application/cbor-seq"
     } else {

@@ -82,12 +82,7 @@ fn open_watch(h: &Harness, query: &str) -> SeqReader {
     );
     let head = conn.head();
     assert_eq!(head.status, 200);
-    let ct = head
-        .headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .unwrap();
-    assert_eq!(ct.1, "application/cbor-seq");
+    assert_eq!(head.header("content-type"), Some("application/cbor-seq"));
     SeqReader {
         conn,
         pending: Vec::new(),

@@ -20,12 +20,17 @@ pub struct Resp {
     pub chunked: bool,
 }
 
+/// The first header called `name` (any case) in a parsed head.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
 impl Resp {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        header(&self.headers, name)
     }
     pub fn content_type(&self) -> &str {
         self.header("content-type").unwrap_or("")
@@ -36,6 +41,12 @@ impl Resp {
 pub struct Head {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+}
+
+impl Head {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
 }
 
 impl Conn {
