@@ -238,17 +238,23 @@ pub async fn load(
     total
 }
 
-/// One whole watch: the body's bytes and how long it took from the request to the end.
-pub async fn watch(addr: SocketAddr, accept: &str) -> std::io::Result<(Vec<u8>, Duration)> {
-    let t = Instant::now();
+/// A new connection with a pod watch request sent on it (`query` after `watch=1`).
+async fn send_watch(addr: SocketAddr, query: &str, accept: &str) -> std::io::Result<Conn> {
     let mut c = Conn::connect(addr).await?;
     c.write(
         format!(
-            "GET /api/v1/namespaces/load/pods?watch=1 HTTP/1.1\r\nHost: load\r\nAccept: {accept}\r\n\r\n"
+            "GET /api/v1/namespaces/load/pods?watch=1{query} HTTP/1.1\r\nHost: load\r\nAccept: {accept}\r\n\r\n"
         )
         .as_bytes(),
     )
     .await?;
+    Ok(c)
+}
+
+/// One whole watch: the body's bytes and how long it took from the request to the end.
+pub async fn watch(addr: SocketAddr, accept: &str) -> std::io::Result<(Vec<u8>, Duration)> {
+    let t = Instant::now();
+    let mut c = send_watch(addr, "", accept).await?;
     let head = c.head().await?;
     if head.status != 200 {
         return Err(bad(format!("watch status {}", head.status)));
@@ -262,15 +268,7 @@ pub async fn watch(addr: SocketAddr, accept: &str) -> std::io::Result<(Vec<u8>, 
 pub async fn idle_watches(addr: SocketAddr, n: usize, accept: &str) -> std::io::Result<Vec<Conn>> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut c = Conn::connect(addr).await?;
-        c.write(
-            format!(
-                "GET /api/v1/namespaces/load/pods?watch=1&idle=1 HTTP/1.1\r\nHost: load\r\nAccept: {accept}\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await?;
-        out.push(c);
+        out.push(send_watch(addr, "&idle=1", accept).await?);
     }
     for c in &mut out {
         let head = c.head().await?;
