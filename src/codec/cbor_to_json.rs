@@ -10,7 +10,9 @@
 //! detection) and the text of a tag-0 time.
 
 use super::error::{CodecError, Reason};
-use super::keys::{KeyOutcome, KeySets};
+use std::mem::MaybeUninit;
+
+use super::keys::KeySets;
 use super::number::{write_decimal_i64, write_go_float};
 use super::time::{epoch_float_to_nano, epoch_int_to_nano, rfc3339_to_nano, MAX_TIME_TEXT};
 use super::utf8::{plain_ascii_prefix, plain_run, Utf8Sink, Utf8Stream, REPLACEMENT};
@@ -245,8 +247,8 @@ impl Encoder {
 
 /// Append `"input[i..i + n]"` for plain ASCII text, after a comma if
 /// `comma`, followed by a colon if `colon`. Most strings are short: then the
-/// whole piece is assembled in a fixed-size buffer and appended at once (one
-/// capacity check, no call), then cut back to its length.
+/// whole piece is written at once into the spare capacity (one capacity
+/// check, no call, no intermediate buffer) and the length set past it.
 #[inline(always)]
 fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colon: bool) {
     if let (Some(chunk), true) = (
@@ -255,19 +257,38 @@ fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colo
             .and_then(|c| <&[u8; 24]>::try_from(c).ok()),
         n <= 24,
     ) {
-        let mut buf = [0u8; 28];
-        let p = comma as usize;
-        buf[0] = b',';
-        buf[p] = b'"';
-        buf[p + 1..p + 25].copy_from_slice(chunk);
-        // `e <= 26` already: the clamp only tells the compiler so.
-        let e = (p + 1 + n).min(26);
-        buf[e] = b'"';
-        buf[e + 1] = b':';
+        out.reserve(28);
         let at = out.len();
-        out.extend_from_slice(&buf);
-        out.truncate(at + e + 1 + colon as usize);
-        return;
+        if let Some(dst) = out
+            .spare_capacity_mut()
+            .get_mut(..28)
+            .and_then(|d| <&mut [MaybeUninit<u8>; 28]>::try_from(d).ok())
+        {
+            let p = comma as usize;
+            dst[0].write(b',');
+            dst[p].write(b'"');
+            // SAFETY: `chunk` is 24 initialised bytes and `dst[p + 1..p + 25]`
+            // 24 bytes of spare capacity (`p <= 1`); `MaybeUninit<u8>` has the
+            // layout of `u8`, and the two cannot overlap (`chunk` is input).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    chunk.as_ptr(),
+                    dst[p + 1..p + 25].as_mut_ptr().cast::<u8>(),
+                    24,
+                )
+            };
+            // `e <= 26` already: the clamp only tells the compiler so.
+            let e = (p + 1 + n).min(26);
+            dst[e].write(b'"');
+            dst[e + 1].write(b':');
+            // SAFETY: `dst` is the spare capacity from `at` on, and every byte
+            // of it up to `e + 1` (the colon) has just been written: the
+            // comma or quote at 0, the quote at `p`, the key and padding from
+            // `p + 1` to `p + 24`, the closing quote at `e` and the colon at
+            // `e + 1`. The new length, `at + e + 1 + colon`, ends within them.
+            unsafe { out.set_len(at + e + 1 + colon as usize) };
+            return;
+        }
     }
     if comma {
         out.push(b',');
@@ -836,16 +857,19 @@ impl CborToJson {
                         }
                         out.reserve(n.max(28) + 4);
                         quoted(out, input, p, n, sep, key);
-                        if key && dedupe {
-                            if let KeyOutcome::Dup(_) = self.keys.key(&input[p..], n, ()) {
-                                first = false;
-                                save!();
-                                out.pop(); // the colon: output as the slow path leaves it
-                                return Err(CodecError::new(
-                                    Reason::DuplicateKey,
-                                    self.offset + end as u64,
-                                ));
-                            }
+                        // The only key of a map has nothing to be compared with.
+                        if key
+                            && dedupe
+                            && !(first && remaining == 1)
+                            && self.keys.check_key(&input[p..], n, remaining == 1)
+                        {
+                            first = false;
+                            save!();
+                            out.pop(); // the colon: output as the slow path leaves it
+                            return Err(CodecError::new(
+                                Reason::DuplicateKey,
+                                self.offset + end as u64,
+                            ));
                         }
                         i = end;
                     }
@@ -1012,18 +1036,18 @@ impl CborToJson {
                 Some(Frame::Map {
                     key_next: key_next @ true,
                     first,
-                    ..
+                    remaining,
                 }) => {
                     quoted(out, input, i, n, !*first, true);
                     *first = false;
-                    if self.opts.dedupe_keys {
-                        if let KeyOutcome::Dup(_) = self.keys.key(&input[i..], n, ()) {
-                            out.pop(); // the colon: output as the slow path leaves it
-                            return Err(CodecError::new(
-                                Reason::DuplicateKey,
-                                self.offset + end as u64,
-                            ));
-                        }
+                    if self.opts.dedupe_keys
+                        && self.keys.check_key(&input[i..], n, *remaining == Some(1))
+                    {
+                        out.pop(); // the colon: output as the slow path leaves it
+                        return Err(CodecError::new(
+                            Reason::DuplicateKey,
+                            self.offset + end as u64,
+                        ));
                     }
                     *key_next = false;
                     false
@@ -1246,10 +1270,11 @@ impl CborToJson {
                 let mut sink = JsonSink { out };
                 let _ = self.utf8.end(false, &mut sink);
                 out.push(b'"');
-                if self.str_dest == Dest::Key && self.opts.dedupe_keys {
-                    if let KeyOutcome::Dup(_) = self.keys.key_end(self.key_start, ()) {
-                        return Err(self.err(Reason::DuplicateKey, i));
-                    }
+                if self.str_dest == Dest::Key
+                    && self.opts.dedupe_keys
+                    && self.keys.check_key_end(self.key_start)
+                {
+                    return Err(self.err(Reason::DuplicateKey, i));
                 }
             }
             Dest::Time => {

@@ -11,12 +11,23 @@
 //! [`INDEX_AFTER`] keys it gets a hash index with a per-process random seed,
 //! so crafted keys cannot force collisions. Index maps are kept for reuse, so
 //! a warmed-up key set allocates nothing.
+//!
+//! A set without caller data (`KeySets<()>`, CBOR → JSON) also takes
+//! [`KeySets::check_key`]: keys of at most [`SHORT_MAX`] bytes (nine in ten
+//! Kubernetes keys) are then kept apart as exact 16-byte records (the bytes,
+//! zero-padded, and the length in the last byte), compared whole with no
+//! arena copy, fingerprint or filter, behind a seeded hash set of records once
+//! a map holds more than [`INDEX_AFTER`] of them. A short key can never equal
+//! a longer one, so the two kinds are checked apart. The last key of a map
+//! need not be recorded at all.
 
 use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 
 const INDEX_AFTER: usize = 16;
+/// The longest key kept as a short record.
+pub(crate) const SHORT_MAX: usize = 15;
 const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +48,50 @@ struct MapFrame {
     filter: u64,
     /// The map has a hash index: the last of `KeySets::indexes`.
     indexed: bool,
+    /// The map's short records are in a set: the last of `KeySets::short_indexes`.
+    short_indexed: bool,
+    /// The enclosing map's `KeySets::short_start` and `short_filter`, put
+    /// back when this map closes.
+    outer_short_start: usize,
+    outer_short_filter: u64,
 }
+
+/// The exact record of a key of at most [`SHORT_MAX`] bytes: its bytes,
+/// zero-padded, with the length in the last byte. Equal records, equal keys.
+type Record = u128;
+
+/// The record of `chunk[..n]` (`n <= SHORT_MAX`); `chunk` holds the key and
+/// whatever follows it.
+#[inline(always)]
+fn record(chunk: &[u8; 16], n: usize) -> Record {
+    (u128::from_le_bytes(*chunk) & LOW_BYTES[n & 15]) | ((n as u128) << 120)
+}
+
+/// The record of a key of at most [`SHORT_MAX`] bytes, given alone.
+fn record_of(key: &[u8]) -> Record {
+    let mut chunk = [0u8; 16];
+    let n = key.len().min(SHORT_MAX);
+    chunk[..n].copy_from_slice(&key[..n]);
+    record(&chunk, n)
+}
+
+/// A record's bit in its map's filter.
+#[inline(always)]
+fn record_bit(rec: Record) -> u64 {
+    let h = (rec as u64) ^ ((rec >> 64) as u64).rotate_left(29);
+    1 << (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
+}
+
+/// `LOW_BYTES[n]`: the low `n` bytes of a record.
+static LOW_BYTES: [u128; 16] = {
+    let mut m = [0u128; 16];
+    let mut n = 0;
+    while n < 16 {
+        m[n] = (1u128 << (8 * n)) - 1;
+        n += 1;
+    }
+    m
+};
 
 /// The eight bytes of `s` from its start, little-endian.
 #[inline(always)]
@@ -112,6 +166,19 @@ pub(crate) struct KeySets<P> {
     /// Emptied index maps of closed maps, for reuse.
     spare: Vec<HashMap<u64, u32>>,
     hasher: RandomState,
+    /// Short-key records of the open maps (payload-free sets only), each
+    /// map's from its `short_start`; at most [`INDEX_AFTER`] per map, the rest
+    /// in its set.
+    short: Vec<Record>,
+    /// The record sets of the open maps that have one, innermost last.
+    short_indexes: Vec<HashSet<Record>>,
+    /// Emptied record sets, for reuse.
+    short_spare: Vec<HashSet<Record>>,
+    /// Where the innermost map's short records start in `short`, and one bit
+    /// per record (from [`record_bit`]): kept here rather than in its frame,
+    /// so a key needs no frame lookup.
+    short_start: usize,
+    short_filter: u64,
 }
 
 /// Index maps kept for reuse at most (more are dropped).
@@ -126,6 +193,11 @@ impl<P: Copy> KeySets<P> {
             indexes: Vec::new(),
             spare: Vec::new(),
             hasher: RandomState::new(),
+            short: Vec::new(),
+            short_indexes: Vec::new(),
+            short_spare: Vec::new(),
+            short_start: 0,
+            short_filter: 0,
         }
     }
 
@@ -136,27 +208,55 @@ impl<P: Copy> KeySets<P> {
         }
         self.arena.clear();
         self.entries.clear();
+        self.short.clear();
     }
 
+    #[inline]
     pub fn open_map(&mut self) {
         self.frames.push(MapFrame {
             first_entry: self.entries.len(),
             arena_start: self.arena.len(),
             filter: 0,
             indexed: false,
+            short_indexed: false,
+            outer_short_start: self.short_start,
+            outer_short_filter: self.short_filter,
         });
+        self.short_start = self.short.len();
+        self.short_filter = 0;
     }
 
+    #[inline(always)]
     pub fn close_map(&mut self) {
         if let Some(f) = self.frames.pop() {
             self.entries.truncate(f.first_entry);
             self.arena.truncate(f.arena_start);
-            if f.indexed {
-                if let Some(mut index) = self.indexes.pop() {
-                    if self.spare.len() < MAX_SPARE {
-                        index.clear();
-                        self.spare.push(index);
-                    }
+            self.short.truncate(self.short_start);
+            self.short_start = f.outer_short_start;
+            self.short_filter = f.outer_short_filter;
+            if f.indexed || f.short_indexed {
+                self.release_indexes(f.indexed, f.short_indexed);
+            }
+        }
+    }
+
+    /// The index and record set of a closed map, emptied for reuse.
+    #[cold]
+    #[inline(never)]
+    fn release_indexes(&mut self, indexed: bool, short_indexed: bool) {
+        if short_indexed {
+            if let Some(mut set) = self.short_indexes.pop() {
+                if self.short_spare.len() < MAX_SPARE {
+                    set.clear();
+                    self.short_spare.push(set);
+                }
+            }
+        }
+        if indexed {
+            if let Some(mut index) = self.indexes.pop() {
+                if self.spare.len() < MAX_SPARE {
+                    index.clear();
+                    self.spare.push(index);
                 }
             }
         }
@@ -336,6 +436,80 @@ impl<P: Copy> KeySets<P> {
     }
 }
 
+impl KeySets<()> {
+    /// Whether the whole key `padded[..n]` is already in the innermost map,
+    /// recording it if not. `padded` may go on past the key. `last`: no other
+    /// key of this map follows, so a new key need not be recorded.
+    #[inline(always)]
+    pub fn check_key(&mut self, padded: &[u8], n: usize, last: bool) -> bool {
+        if n <= SHORT_MAX {
+            let rec = match padded.get(..16).and_then(|c| <&[u8; 16]>::try_from(c).ok()) {
+                Some(chunk) => record(chunk, n),
+                None => record_of(&padded[..n]),
+            };
+            return self.short_key(rec, last);
+        }
+        matches!(self.key(padded, n, ()), KeyOutcome::Dup(_))
+    }
+
+    /// [`Self::check_key`] for a key collected since [`Self::key_start`]
+    /// returned `start`.
+    pub fn check_key_end(&mut self, start: usize) -> bool {
+        match self.arena.get(start..) {
+            Some(key) if key.len() <= SHORT_MAX => {
+                let rec = record_of(key);
+                self.arena.truncate(start);
+                self.short_key(rec, false)
+            }
+            _ => matches!(self.key_end(start, ()), KeyOutcome::Dup(_)),
+        }
+    }
+
+    #[inline(always)]
+    fn short_key(&mut self, rec: Record, last: bool) -> bool {
+        if self.frames.is_empty() {
+            return false;
+        }
+        // A map with a set keeps exactly `INDEX_AFTER` records here.
+        match self.short.get(self.short_start..) {
+            Some(recs) if recs.len() < INDEX_AFTER => {
+                let bit = record_bit(rec);
+                if self.short_filter & bit != 0 && recs.contains(&rec) {
+                    return true;
+                }
+                if !last {
+                    self.short_filter |= bit;
+                    self.short.push(rec);
+                }
+                false
+            }
+            _ => self.short_key_indexed(rec),
+        }
+    }
+
+    /// A short key of a map with [`INDEX_AFTER`] records: into its set,
+    /// which is made from the records first if the map has none yet.
+    #[inline(never)]
+    fn short_key_indexed(&mut self, rec: Record) -> bool {
+        let Some(frame) = self.frames.last_mut() else {
+            return false;
+        };
+        if !frame.short_indexed {
+            let mut set = self
+                .short_spare
+                .pop()
+                .unwrap_or_else(|| HashSet::with_hasher(self.hasher.clone()));
+            set.extend(self.short.get(self.short_start..).unwrap_or(&[]));
+            frame.short_indexed = true;
+            self.short_indexes.push(set);
+        }
+        match self.short_indexes.last_mut() {
+            Some(set) => !set.insert(rec),
+            None => false,
+        }
+    }
+}
+
 /// Result of [`KeySets::key_end`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyOutcome {
@@ -356,19 +530,45 @@ mod tests {
         }
     }
 
+    /// A xorshift generator for the model tests: `next(n)` is in `0..n`.
+    fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        }
+    }
+
+    /// A random key for the model tests, over `ab\0` (keys that differ late,
+    /// by length, or only by trailing zero bytes): short, near the 15/16-byte
+    /// boundary, or long. Often `earlier` instead (a key of this or an outer
+    /// map), sometimes with one byte changed.
+    fn random_key(next: &mut impl FnMut(u64) -> u64, earlier: Option<&[u8]>) -> Vec<u8> {
+        const ALPHABET: &[u8] = b"ab\0";
+        let n = match next(4) {
+            0 => next(4),
+            1 => 13 + next(6),
+            _ => next(40),
+        } as usize;
+        let mut key: Vec<u8> = (0..n)
+            .map(|_| ALPHABET[next(if n > 3 { 2 } else { 3 }) as usize])
+            .collect();
+        if let Some(e) = earlier.filter(|_| next(2) == 0) {
+            key = e.to_vec();
+            if !key.is_empty() && next(3) == 0 {
+                let at = next(key.len() as u64) as usize;
+                key[at] ^= 1;
+            }
+        }
+        key
+    }
+
     /// `key` (whole, padded or not) and `key_start`/`key_bytes`/`key_end`
     /// (in pieces) against a model: a set of keys per open map.
     #[test]
     fn matches_a_model_on_random_maps() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n
-        };
-        // Keys that differ late, by length, or only by trailing zero bytes.
-        let alphabet: &[u8] = b"ab\0";
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let mut k: KeySets<u32> = KeySets::new();
         let mut model: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
         for step in 0..200_000u32 {
@@ -382,24 +582,9 @@ mod tests {
                     model.pop();
                 }
                 _ if !model.is_empty() => {
-                    let n = match next(4) {
-                        0 => next(4),
-                        1 => 14 + next(6),
-                        _ => next(40),
-                    } as usize;
-                    let mut key: Vec<u8> = (0..n)
-                        .map(|_| alphabet[next(if n > 3 { 2 } else { 3 }) as usize])
-                        .collect();
-                    // Often an earlier key of this or an outer map, or one
-                    // that differs from it in one byte.
                     let m = &model[next(model.len() as u64) as usize];
-                    if !m.is_empty() && next(2) == 0 {
-                        key = m[next(m.len() as u64) as usize].0.clone();
-                        if !key.is_empty() && next(3) == 0 {
-                            let at = next(key.len() as u64) as usize;
-                            key[at] ^= 1;
-                        }
-                    }
+                    let earlier = (!m.is_empty()).then(|| &m[next(m.len() as u64) as usize].0);
+                    let key = random_key(&mut next, earlier.map(|e| &e[..]));
                     let n = key.len();
                     let want = model
                         .last()
@@ -439,6 +624,64 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// [`KeySets::check_key`] (padded or not, sometimes as a map's last key)
+    /// and [`KeySets::check_key_end`] (in pieces) against a set per open map:
+    /// short and long keys, the 15/16-byte boundary, maps past the index
+    /// threshold, and nesting under a map's last key.
+    #[test]
+    fn check_key_matches_a_model() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut k: KeySets<()> = KeySets::new();
+        // Per open map: its keys, and whether its last key has been seen.
+        let mut model: Vec<(Vec<Vec<u8>>, bool)> = Vec::new();
+        let mut dups = 0;
+        for step in 0..300_000u32 {
+            match next(12) {
+                0 if model.len() < 6 => {
+                    k.open_map();
+                    model.push((Vec::new(), false));
+                }
+                1 if !model.is_empty() && next(6) == 0 => {
+                    k.close_map();
+                    model.pop();
+                }
+                _ if model.last().is_some_and(|m| !m.1) => {
+                    let m = &model[next(model.len() as u64) as usize].0;
+                    let earlier = (!m.is_empty()).then(|| &m[next(m.len() as u64) as usize]);
+                    let key = random_key(&mut next, earlier.map(|e| &e[..]));
+                    let n = key.len();
+                    let want = model.last().is_some_and(|m| m.0.contains(&key));
+                    let last = next(16) == 0;
+                    let got = match next(3) {
+                        0 => {
+                            let mut padded = key.clone();
+                            padded.extend((0..next(40)).map(|_| b'?'));
+                            k.check_key(&padded, n, last)
+                        }
+                        1 => k.check_key(&key, n, last),
+                        _ => {
+                            let s = k.key_start();
+                            let cut = next(n as u64 + 1) as usize;
+                            k.key_bytes(&key[..cut]);
+                            k.key_bytes(&key[cut..]);
+                            k.check_key_end(s)
+                        }
+                    };
+                    assert_eq!(got, want, "step {step}: key {key:?}");
+                    dups += got as u32;
+                    if let Some(m) = model.last_mut() {
+                        if !want {
+                            m.0.push(key);
+                        }
+                        m.1 |= last;
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(dups > 5_000, "the model test found only {dups} duplicates");
     }
 
     #[test]

@@ -301,8 +301,11 @@ pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
 #[inline(always)]
 pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
     let mut i = 0;
-    while i < n && i + 16 <= s.len() {
-        if let Some(at) = first_stop16(s, i, true) {
+    // Whole sixteens of `s` (which may go on past `n`): one bounds check each.
+    let mut blocks = s.chunks_exact(16);
+    while i < n {
+        let Some(block) = blocks.next() else { break };
+        if let Some(at) = first_stop16(block, 0, true) {
             return n.min(i + at);
         }
         i += 16;
