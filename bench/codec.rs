@@ -28,7 +28,7 @@
 //!   encoder (strings as byte strings, tag 55799 like the codec).
 //!
 //! Throughput is input JSON bytes per second (MB = 10^6 bytes): the best of
-//! four runs of at least 0.5 s each, the paths taking turns (see
+//! twelve runs of at least 0.15 s each, the paths taking turns (see
 //! [`measure_all`]). The codec runs with one transcoder and one output buffer
 //! reused across documents (`reset()`), as a server would; a counting global
 //! allocator reports allocations per document after warm-up, for the reused
@@ -129,9 +129,11 @@ fn timed_run(min_time: Duration, bytes: usize, f: &mut dyn FnMut()) -> (f64, f64
 /// warm-up call each, the paths take turns: `cfg.runs` rounds, each giving
 /// every path one timed run of at least `cfg.min_time`; a path's result is
 /// its best run (the machine is shared: interleaving gives every path the
-/// same chances at quiet moments). A path whose single call takes longer than
-/// `min_time` counts its warm-up call as a run and gets at most two, to keep
-/// the whole benchmark short. `--iters N` replaces all this by N untimed calls.
+/// same chances at quiet moments; many short runs rather than a few long ones,
+/// because a run's figure is an average over everything else the machine does
+/// meanwhile). A path whose single call takes longer than `min_time` counts
+/// its warm-up call as a run and gets at most four, to keep the whole
+/// benchmark short. `--iters N` replaces all this by N untimed calls.
 fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Measured> {
     let mut res = vec![
         Measured {
@@ -159,7 +161,7 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
         let (rate, _) = timed_run(Duration::ZERO, bytes, f); // warm-up
         if bytes as f64 / rate / 1e6 >= cfg.min_time.as_secs_f64() {
             r.rate = rate;
-            *runs = cfg.runs.min(2) - 1;
+            *runs = cfg.runs.min(4) - 1;
         }
     }
     for round in 0..cfg.runs {
@@ -516,8 +518,8 @@ fn print_tables(rows: &[Row]) {
 
 fn main() {
     let mut cfg = Cfg {
-        runs: 4,
-        min_time: Duration::from_millis(500),
+        runs: 12,
+        min_time: Duration::from_millis(150),
         iters: None,
     };
     let mut filter: Option<String> = None;

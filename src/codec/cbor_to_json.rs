@@ -9,9 +9,8 @@
 //! partial head, a partial UTF-8 sequence, the keys of open maps (duplicate
 //! detection) and the text of a tag-0 time.
 
+use super::buf::extend_quoted;
 use super::error::{CodecError, Reason};
-use std::mem::MaybeUninit;
-
 use super::keys::KeySets;
 use super::number::{write_decimal_i64, write_go_float};
 use super::time::{epoch_float_to_nano, epoch_int_to_nano, rfc3339_to_nano, MAX_TIME_TEXT};
@@ -247,8 +246,7 @@ impl Encoder {
 
 /// Append `"input[i..i + n]"` for plain ASCII text, after a comma if
 /// `comma`, followed by a colon if `colon`. Most strings are short: then the
-/// whole piece is written at once into the spare capacity (one capacity
-/// check, no call, no intermediate buffer) and the length set past it.
+/// whole piece is written at once, with one capacity check and no call.
 #[inline(always)]
 fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colon: bool) {
     if let (Some(chunk), true) = (
@@ -257,38 +255,8 @@ fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colo
             .and_then(|c| <&[u8; 24]>::try_from(c).ok()),
         n <= 24,
     ) {
-        out.reserve(28);
-        let at = out.len();
-        if let Some(dst) = out
-            .spare_capacity_mut()
-            .get_mut(..28)
-            .and_then(|d| <&mut [MaybeUninit<u8>; 28]>::try_from(d).ok())
-        {
-            let p = comma as usize;
-            dst[0].write(b',');
-            dst[p].write(b'"');
-            // SAFETY: `chunk` is 24 initialised bytes and `dst[p + 1..p + 25]`
-            // 24 bytes of spare capacity (`p <= 1`); `MaybeUninit<u8>` has the
-            // layout of `u8`, and the two cannot overlap (`chunk` is input).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    chunk.as_ptr(),
-                    dst[p + 1..p + 25].as_mut_ptr().cast::<u8>(),
-                    24,
-                )
-            };
-            // `e <= 26` already: the clamp only tells the compiler so.
-            let e = (p + 1 + n).min(26);
-            dst[e].write(b'"');
-            dst[e + 1].write(b':');
-            // SAFETY: `dst` is the spare capacity from `at` on, and every byte
-            // of it up to `e + 1` (the colon) has just been written: the
-            // comma or quote at 0, the quote at `p`, the key and padding from
-            // `p + 1` to `p + 24`, the closing quote at `e` and the colon at
-            // `e + 1`. The new length, `at + e + 1 + colon`, ends within them.
-            unsafe { out.set_len(at + e + 1 + colon as usize) };
-            return;
-        }
+        extend_quoted(out, chunk, n, comma, colon);
+        return;
     }
     if comma {
         out.push(b',');
@@ -855,7 +823,6 @@ impl CborToJson {
                             save!();
                             return Ok(i);
                         }
-                        out.reserve(n.max(28) + 4);
                         quoted(out, input, p, n, sep, key);
                         // The only key of a map has nothing to be compared with.
                         if key
@@ -1031,7 +998,6 @@ impl CborToJson {
             // look at the enclosing frame.
             self.str_major = major;
             self.str_dest = dest;
-            out.reserve(n.max(28) + 4);
             let closes = match self.stack.last_mut() {
                 Some(Frame::Map {
                     key_next: key_next @ true,

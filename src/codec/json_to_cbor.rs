@@ -23,6 +23,7 @@
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
 //! streamed out (maps larger than the window) the input is rejected instead.
 
+use super::buf::{extend_head_prefix, extend_prefix};
 use super::error::{CodecError, Reason};
 use super::keys::{KeyOutcome, KeySets};
 use super::number::{
@@ -946,12 +947,7 @@ impl JsonToCbor {
                 .filter(|_| raw)
                 .and_then(|c| <&[u8; 24]>::try_from(c).ok())
             {
-                let mut buf = [0u8; 25];
-                buf[0] = self.str_major | n as u8;
-                buf[1..].copy_from_slice(chunk);
-                let len = self.body.len();
-                self.body.extend_from_slice(&buf);
-                self.body.truncate(len + 1 + n);
+                extend_head_prefix(&mut self.body, self.str_major | n as u8, chunk, n);
             } else {
                 self.body.push(self.str_major | n as u8);
                 self.body.extend_from_slice(s);
@@ -1350,9 +1346,7 @@ fn copy_run(out: &mut Vec<u8>, body: &[u8], a: usize, b: usize) {
             .get(a..a + 32)
             .and_then(|c| <&[u8; 32]>::try_from(c).ok())
         {
-            let len = out.len();
-            out.extend_from_slice(chunk);
-            out.truncate(len + (b - a));
+            extend_prefix(out, chunk, b - a);
             return;
         }
     }

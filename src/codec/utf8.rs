@@ -256,8 +256,8 @@ mod sse2 {
 #[inline]
 pub(crate) fn plain_run(s: &[u8]) -> usize {
     let mut i = 0;
-    while i + 16 <= s.len() {
-        if let Some(at) = first_stop16(s, i, false) {
+    for block in s.chunks_exact(16) {
+        if let Some(at) = first_stop16(block, 0, false) {
             return i + at;
         }
         i += 16;
@@ -278,8 +278,8 @@ pub(crate) fn plain_run(s: &[u8]) -> usize {
 #[inline]
 pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
     let mut i = 0;
-    while i + 16 <= s.len() {
-        if let Some(at) = first_stop16(s, i, true) {
+    for block in s.chunks_exact(16) {
+        if let Some(at) = first_stop16(block, 0, true) {
             return i + at;
         }
         i += 16;
@@ -300,6 +300,13 @@ pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
 /// where it has them (the caller's string sits inside a larger buffer).
 #[inline(always)]
 pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
+    // Most strings are short: one block, and only its first `n` bytes count.
+    if let (true, Some(block)) = (n <= 16, s.get(..16)) {
+        return match first_stop16(block, 0, true) {
+            Some(at) => at.min(n),
+            None => n,
+        };
+    }
     let mut i = 0;
     // Whole sixteens of `s` (which may go on past `n`): one bounds check each.
     let mut blocks = s.chunks_exact(16);
