@@ -47,3 +47,39 @@ fn the_code_map_matches_src() {
         );
     }
 }
+
+/// `unsafe` code lives only where ARCHITECTURE.md's invariants say: the
+/// codec's fixed-size output copies and its SSE2 scanner. Each block there
+/// carries a `SAFETY:` argument.
+#[test]
+fn unsafe_code_is_confined() {
+    const ALLOWED: [&str; 2] = ["src/codec/buf.rs", "src/codec/utf8.rs"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut present = BTreeSet::new();
+    files(&root.join("src"), &mut present);
+    for f in &present {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if !code.contains("unsafe ") && !code.contains("unsafe{") {
+                continue;
+            }
+            assert!(
+                ALLOWED.contains(&f.as_str()),
+                "{f}:{}: unsafe outside {ALLOWED:?}",
+                n + 1
+            );
+            let argued = lines[..n]
+                .iter()
+                .rev()
+                .take(12)
+                .any(|l| l.trim_start().starts_with("// SAFETY:"));
+            assert!(
+                argued,
+                "{f}:{}: unsafe block without a SAFETY comment",
+                n + 1
+            );
+        }
+    }
+}
