@@ -13,13 +13,15 @@
 //! a warmed-up key set allocates nothing.
 //!
 //! A set without caller data (`KeySets<()>`, CBOR → JSON) also takes
-//! [`KeySets::check_key`]: keys of at most [`SHORT_MAX`] bytes (nine in ten
-//! Kubernetes keys) are then kept apart as exact 16-byte records (the bytes,
+//! [`KeySets::check_key`]: keys of at most [`SHORT_MAX`] bytes (five in six
+//! keys of a pod) are then kept apart as exact 16-byte records (the bytes,
 //! zero-padded, and the length in the last byte), compared whole with no
-//! arena copy, fingerprint or filter, behind a seeded hash set of records once
-//! a map holds more than [`INDEX_AFTER`] of them. A short key can never equal
-//! a longer one, so the two kinds are checked apart. The last key of a map
-//! need not be recorded at all.
+//! arena copy and no fingerprint. A one-bit-per-record filter per map skips
+//! the compare for most new keys; past [`INDEX_AFTER`] records a map's go into
+//! a seeded hash set. A short key can never equal a longer one, so the two
+//! kinds are checked apart. The last key of a map need not be recorded at
+//! all. The innermost map's record start and filter live in the set itself
+//! (each map's frame keeps its parent's), so a key needs no frame lookup.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
@@ -27,7 +29,7 @@ use std::hash::BuildHasher;
 
 const INDEX_AFTER: usize = 16;
 /// The longest key kept as a short record.
-pub(crate) const SHORT_MAX: usize = 15;
+const SHORT_MAX: usize = 15;
 const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
