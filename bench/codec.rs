@@ -28,8 +28,8 @@
 //!   encoder (strings as byte strings, tag 55799 like the codec).
 //!
 //! Throughput is input JSON bytes per second (MB = 10^6 bytes): the best of
-//! twelve runs of at least 0.15 s each, the paths taking turns (see
-//! [`measure_all`]). The codec runs with one transcoder and one output buffer
+//! 150 runs of at least 10 ms each, the paths taking turns (see
+//! [`measure_all`]; `--rounds N` and `--min-ms M` change both). The codec runs with one transcoder and one output buffer
 //! reused across documents (`reset()`), as a server would; a counting global
 //! allocator reports allocations per document after warm-up, for the reused
 //! transcoders and for the one-shot helpers.
@@ -132,8 +132,8 @@ fn timed_run(min_time: Duration, bytes: usize, f: &mut dyn FnMut()) -> (f64, f64
 /// same chances at quiet moments; many short runs rather than a few long ones,
 /// because a run's figure is an average over everything else the machine does
 /// meanwhile). A path whose single call takes longer than `min_time` counts
-/// its warm-up call as a run and gets at most four, to keep the whole
-/// benchmark short. `--iters N` replaces all this by N untimed calls.
+/// its warm-up call as a run and gets as many single calls as fit in
+/// [`LONG_PATH_BUDGET`] (at least two), to keep the whole benchmark short. `--iters N` replaces all this by N untimed calls.
 fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Measured> {
     let mut res = vec![
         Measured {
@@ -159,9 +159,12 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
     let mut runs = vec![cfg.runs; fs.len()];
     for ((f, r), runs) in fs.iter_mut().zip(&mut res).zip(&mut runs) {
         let (rate, _) = timed_run(Duration::ZERO, bytes, f); // warm-up
-        if bytes as f64 / rate / 1e6 >= cfg.min_time.as_secs_f64() {
+        let call = bytes as f64 / rate / 1e6;
+        if call >= cfg.min_time.as_secs_f64() {
             r.rate = rate;
-            *runs = cfg.runs.min(4) - 1;
+            // As many single calls as fit in LONG_PATH_BUDGET, at least two.
+            let fit = (LONG_PATH_BUDGET.as_secs_f64() / call) as usize;
+            *runs = fit.clamp(2, cfg.runs.max(2)) - 1;
         }
     }
     for round in 0..cfg.runs {
@@ -175,6 +178,9 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
     }
     res
 }
+
+/// Time for the runs of a path whose single call outlasts `min_time`.
+const LONG_PATH_BUDGET: Duration = Duration::from_secs(3);
 
 // ------------------------------------------------------------ the paths
 
@@ -518,8 +524,8 @@ fn print_tables(rows: &[Row]) {
 
 fn main() {
     let mut cfg = Cfg {
-        runs: 12,
-        min_time: Duration::from_millis(150),
+        runs: 150,
+        min_time: Duration::from_millis(10),
         iters: None,
     };
     let mut filter: Option<String> = None;
@@ -542,6 +548,14 @@ fn main() {
                 cfg.min_time = Duration::from_millis(200);
             }
             "--iters" => cfg.iters = args.next().and_then(|n| n.parse().ok()),
+            "--rounds" => {
+                cfg.runs = args.next().and_then(|n| n.parse().ok()).unwrap_or(cfg.runs);
+            }
+            "--min-ms" => {
+                if let Some(ms) = args.next().and_then(|n| n.parse().ok()) {
+                    cfg.min_time = Duration::from_millis(ms);
+                }
+            }
             "--dump" => dump = args.next().map(Into::into),
             "--only" => {
                 let list = args.next().unwrap_or_default();
