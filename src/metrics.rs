@@ -160,19 +160,8 @@ pub fn process_families() -> String {
     let f = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
     // /proc/self/status: "VmRSS:   1234 kB".
     let status = read("/proc/self/status").unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .map(|k| k * 1024.0)
-    };
-    let boot_time = read("/proc/stat").and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    });
+    let kib = |key: &str| number_after(&status, key).map(|k| k * 1024.0);
+    let boot_time = read("/proc/stat").and_then(|s| number_after(&s, "btime "));
     family(
         "process_cpu_seconds_total",
         "counter",
@@ -217,14 +206,18 @@ pub fn process_families() -> String {
         "process_max_fds",
         "gauge",
         "Maximum number of open file descriptors.",
-        read("/proc/self/limits").and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Max open files"))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<f64>().ok())
-        }),
+        read("/proc/self/limits").and_then(|s| number_after(&s, "Max open files")),
     );
     out
+}
+
+/// The first number after `prefix` on the first line of `text` that starts
+/// with it (`/proc`'s "key: value unit" and "name soft hard" lines).
+fn number_after(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// The process-wide metrics.
