@@ -36,7 +36,9 @@ fn fxhash(s: &str) -> u64 {
 /// response ended can still find that request's slot taken (it is given back
 /// when the exchange is logged, just after the last byte goes out), so a 429
 /// is retried for up to two seconds. A slot that is never given back still
-/// fails the caller's assertion.
+/// fails the caller's assertion. The proxy keeps it that way on purpose: the
+/// SIGTERM drain exits once the count reaches zero, so a slot given back
+/// before the last byte could cut that response short.
 fn once_admitted(proxy: std::net::SocketAddr) -> u16 {
     let t = Instant::now();
     loop {
