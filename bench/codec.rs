@@ -29,10 +29,11 @@
 //!
 //! Throughput is input JSON bytes per second (MB = 10^6 bytes): the best of
 //! 150 runs of at least 10 ms each, the paths taking turns (see
-//! [`measure_all`]; `--rounds N` and `--min-ms M` change both). The codec runs with one transcoder and one output buffer
-//! reused across documents (`reset()`), as a server would; a counting global
-//! allocator reports allocations per document after warm-up, for the reused
-//! transcoders and for the one-shot helpers.
+//! [`measure_all`]; `--rounds N` and `--min-ms M` change both). The codec
+//! runs with one transcoder and one output buffer reused across documents
+//! (`reset()`), as a server would; a counting global allocator reports
+//! allocations per document after warm-up, for the reused transcoders and for
+//! the one-shot helpers.
 //!
 //! Without arguments (as `cargo test --all-targets` runs it) it is only a
 //! smoke test: every path once on small inputs.
@@ -133,7 +134,8 @@ fn timed_run(min_time: Duration, bytes: usize, f: &mut dyn FnMut()) -> (f64, f64
 /// because a run's figure is an average over everything else the machine does
 /// meanwhile). A path whose single call takes longer than `min_time` counts
 /// its warm-up call as a run and gets as many single calls as fit in
-/// [`LONG_PATH_BUDGET`] (at least two), to keep the whole benchmark short. `--iters N` replaces all this by N untimed calls.
+/// [`LONG_PATH_BUDGET`] (at least two), to keep the whole benchmark short.
+/// `--iters N` replaces all this by N untimed calls.
 fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Measured> {
     let mut res = vec![
         Measured {
@@ -549,7 +551,9 @@ fn main() {
             }
             "--iters" => cfg.iters = args.next().and_then(|n| n.parse().ok()),
             "--rounds" => {
-                cfg.runs = args.next().and_then(|n| n.parse().ok()).unwrap_or(cfg.runs);
+                if let Some(n) = args.next().and_then(|n| n.parse().ok()) {
+                    cfg.runs = n;
+                }
             }
             "--min-ms" => {
                 if let Some(ms) = args.next().and_then(|n| n.parse().ok()) {
