@@ -308,19 +308,27 @@ fn trailing_bytes() {
     assert!(json_to_cbor(b"{}\n\n", JsonToCborOptions::default()).is_ok());
 }
 
+/// `head`, then `n` items from `item` separated by commas, then `]}`.
+fn object_with_items(head: &str, n: usize, item: impl Fn(usize) -> String) -> Vec<u8> {
+    let mut json = head.as_bytes().to_vec();
+    for i in 0..n {
+        if i > 0 {
+            json.push(b',');
+        }
+        json.extend_from_slice(item(i).as_bytes());
+    }
+    json.extend_from_slice(b"]}");
+    json
+}
+
 #[test]
 fn big_input_in_small_memory_and_window() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // A 200k-element array of objects, streamed with a 16 KiB window: the
     // transcoder's own buffer stays near the window.
-    let mut json = b"{\"items\":[".to_vec();
-    for i in 0..200_000 {
-        if i > 0 {
-            json.push(b',');
-        }
-        json.extend_from_slice(format!("{{\"name\":\"pod-{i}\",\"n\":{i},\"f\":1.5}}").as_bytes());
-    }
-    json.extend_from_slice(b"]}");
+    let json = object_with_items("{\"items\":[", 200_000, |i| {
+        format!("{{\"name\":\"pod-{i}\",\"n\":{i},\"f\":1.5}}")
+    });
     let window = 16 * 1024;
     let mut t = JsonToCbor::new(JsonToCborOptions {
         window,
@@ -360,4 +368,43 @@ fn big_input_in_small_memory_and_window() {
         let back = cbor_to_json(&cbor, CborToJsonOptions::default()).unwrap();
         assert_eq!(json_canon(&back), json_canon(&s));
     }
+}
+
+#[test]
+fn a_list_past_the_window_goes_out_an_element_at_a_time() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 80,000 items of about 55 bytes (4.4 MB of JSON, 3 MB of CBOR) with the
+    // default 1 MiB window.
+    // Once the list has gone indefinite, completed items go out as soon as
+    // 16 KiB of their content is buffered, not when the window fills again;
+    // with heads and a 4 KiB piece, the buffer stays under 24 KiB.
+    let json = object_with_items("{\"kind\":\"List\",\"items\":[", 80_000, |i| {
+        format!("{{\"name\":\"pod-{i}\",\"labels\":{{\"app\":\"web\"}},\"n\":{i}}}")
+    });
+    let whole = json_to_cbor(&json, JsonToCborOptions::default()).unwrap();
+    let mut t = JsonToCbor::new(JsonToCborOptions::default());
+    let mut cbor = Vec::new();
+    let mut max_after_first_flush = 0;
+    for chunk in json.chunks(4096) {
+        t.feed(chunk, &mut cbor).unwrap();
+        if !cbor.is_empty() {
+            max_after_first_flush = max_after_first_flush.max(t.buffered());
+        }
+    }
+    let before_finish = cbor.len();
+    t.finish(&mut cbor).unwrap();
+    assert!(
+        before_finish > 2 << 20,
+        "only {before_finish} bytes out before the end"
+    );
+    assert!(
+        max_after_first_flush < 24 * 1024,
+        "buffered {max_after_first_flush} after the list went indefinite"
+    );
+    // The same bytes as in one piece: the object and the list (open when the
+    // window filled) indefinite, every item definite.
+    assert_eq!(cbor, whole);
+    assert_eq!(&cbor[..4], &[0xd9, 0xd9, 0xf7, 0xbf]);
+    let back = cbor_to_json(&cbor, CborToJsonOptions::default()).unwrap();
+    assert_eq!(json_canon(&back), json_canon(&json));
 }

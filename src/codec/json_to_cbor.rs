@@ -11,7 +11,9 @@
 //! into the output. If a document outgrows the streaming window while
 //! containers or a string are still open, everything buffered is written out
 //! and the still-open items switch to indefinite length (`9f`/`bf`/`5f`/`7f` …
-//! `ff`), so memory stays bounded by the window, not by the body.
+//! `ff`), so memory stays bounded by the window, not by the body. From then
+//! on, completed elements go out every [`EAGER_FLUSH`] bytes rather than
+//! every window.
 //!
 //! Fast paths: a string, number, literal or empty container that lies whole
 //! in the current input piece (no escapes, valid UTF-8, shorter than the
@@ -75,6 +77,16 @@ fn whole_small_int(input: &[u8], i: usize, max_len: usize) -> Option<(i64, usize
 /// often even when a caller feeds one huge piece.
 const MAX_RUN: usize = 64 * 1024;
 const NONE: usize = usize::MAX;
+
+/// Once a document has outgrown the window, whatever is buffered is written
+/// out as soon as this much content (or a quarter of a smaller window) is
+/// buffered and the next token starts directly inside a container already
+/// streamed out as indefinite length, so that everything buffered is
+/// complete: a list of 10,000 pods then goes out two pods at a time from a
+/// buffer that stays in cache, instead of in 1 MiB bursts. The bytes are the
+/// same. It is checked where the window is (content bytes, at token starts),
+/// so when it happens does not depend on how the input was cut.
+const EAGER_FLUSH: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotKind {
@@ -179,6 +191,10 @@ pub struct JsonToCbor {
     /// Longest string the fast path takes whole: shorter than the window
     /// (never cut into chunks) and within the string limit.
     whole_max: usize,
+    /// Buffered content at which the window check looks again: the window,
+    /// or, once this document has outgrown it, [`EAGER_FLUSH`] (a quarter of
+    /// a smaller window).
+    flush_at: usize,
     state: State,
     stack: Vec<Frame>,
     // Emitter.
@@ -244,6 +260,7 @@ impl JsonToCbor {
             str_major,
             whole_max: (opts.window.max(1) - 1)
                 .min(usize::try_from(opts.limits.max_string_len).unwrap_or(usize::MAX)),
+            flush_at: opts.window,
             state: State::Value,
             stack: Vec::new(),
             body: Vec::new(),
@@ -528,15 +545,13 @@ impl JsonToCbor {
     ) -> Result<usize, CodecError> {
         // Outgrown the window: stream out what is buffered. Checked only where
         // a token starts, so the output never depends on how input was cut.
-        if self.window_fill() >= self.opts.window
-            && !self.stack.is_empty()
+        if self.window_fill() >= self.flush_at
             && matches!(
                 self.state,
                 State::Value | State::ArrayFirst | State::ObjectFirst | State::Key
             )
         {
-            let end = self.body.len();
-            self.flush(out, end);
+            self.window_flush(out);
         }
         match self.state {
             State::Value => self.begin_value(b, input, i, out),
@@ -592,7 +607,21 @@ impl JsonToCbor {
     /// state `Value`, `ArrayFirst`, `ObjectFirst` or `Key`.
     #[inline(always)]
     fn window_check(&mut self, out: &mut Vec<u8>) {
-        if self.window_fill() >= self.opts.window && !self.stack.is_empty() {
+        if self.window_fill() >= self.flush_at {
+            self.window_flush(out);
+        }
+    }
+
+    /// A token starts with [`Self::flush_at`] reached: write out what is
+    /// buffered if the window is full, or (after it has been outgrown) if
+    /// everything buffered is complete.
+    #[cold]
+    #[inline(never)]
+    fn window_flush(&mut self, out: &mut Vec<u8>) {
+        let Some(top) = self.stack.last() else {
+            return;
+        };
+        if self.window_fill() >= self.opts.window || top.slot == NONE {
             let end = self.body.len();
             self.flush(out, end);
         }
@@ -1273,6 +1302,11 @@ impl JsonToCbor {
             self.flush_with_holes(out, end);
         }
         let open_string = self.str_slot != NONE;
+        self.flush_at = if self.stack.is_empty() {
+            self.opts.window
+        } else {
+            (self.opts.window / 4).min(EAGER_FLUSH)
+        };
         self.body_base += end as u64;
         self.slot_base += self.slots.len() as u64;
         self.body.drain(..end);
