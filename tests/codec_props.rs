@@ -91,6 +91,25 @@ fn c2j_chunked(input: &[u8], cuts: &[usize], opts: CborToJsonOptions) -> Result<
     Ok(out)
 }
 
+/// JSON text whose objects repeat keys often (keys from a three-letter
+/// alphabet), with arrays and objects both under and over 23 items.
+fn arb_dup_json() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        any::<i32>().prop_map(|n| n.to_string()),
+        "[a-z]{0,30}".prop_map(|s| format!("{s:?}")),
+        Just("null".to_string()),
+    ];
+    leaf.prop_recursive(5, 400, 30, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..30).prop_map(|v| format!("[{}]", v.join(","))),
+            prop::collection::vec(("[abc]{1,2}", inner), 0..30).prop_map(|v| {
+                let pairs: Vec<String> = v.iter().map(|(k, x)| format!("{k:?}:{x}")).collect();
+                format!("{{{}}}", pairs.join(","))
+            }),
+        ]
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
@@ -105,6 +124,33 @@ proptest! {
         let back = cbor_to_json(&cbor, CborToJsonOptions::default()).unwrap();
         let parsed: Value = serde_json::from_slice(&back).unwrap();
         prop_assert!(same(&parsed, &v), "{} -> {}", v, String::from_utf8_lossy(&back));
+    }
+
+    #[test]
+    fn duplicate_keys_the_last_one_wins(
+        json in arb_dup_json(),
+        window in prop_oneof![Just(cborgate::codec::DEFAULT_WINDOW), 8usize..512],
+        seeds in prop::collection::vec(any::<usize>(), 0..20),
+    ) {
+        // serde_json keeps the last value of a repeated key, as Go does.
+        let want: Value = serde_json::from_str(&json).unwrap();
+        let opts = JsonToCborOptions { window, ..Default::default() };
+        let whole = j2c_chunked(json.as_bytes(), &[0, json.len()], opts);
+        let pieces = j2c_chunked(json.as_bytes(), &cuts(json.len(), &seeds), opts);
+        prop_assert_eq!(&pieces, &whole);
+        match whole {
+            Ok(cbor) => {
+                // Decoding with duplicate detection on: none are left.
+                let back = cbor_to_json(&cbor, CborToJsonOptions::default()).unwrap();
+                let got: Value = serde_json::from_slice(&back).unwrap();
+                prop_assert!(same(&got, &want), "{} -> {}", json, String::from_utf8_lossy(&back));
+            }
+            // Only once an earlier pair has been streamed out (past the window).
+            Err(e) => prop_assert!(
+                e.contains("duplicate") && window < cborgate::codec::DEFAULT_WINDOW,
+                "{}: {}", json, e
+            ),
+        }
     }
 
     #[test]
