@@ -98,12 +98,15 @@ struct Cfg {
     iters: Option<u64>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Measured {
     /// Best throughput, MB/s of the input.
     rate: f64,
     /// Allocations per call in the last run (after warm-up).
     allocs: f64,
+    /// Throughput in each round of [`measure_all`] (NaN where the path did
+    /// not run), for ratios between paths within a round.
+    rounds: Vec<f64>,
 }
 
 /// One timed run: repeat `f` for at least `min_time` (once at least).
@@ -141,6 +144,7 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
         Measured {
             rate: 0.0,
             allocs: f64::NAN,
+            rounds: Vec::new(),
         };
         fs.len()
     ];
@@ -154,6 +158,7 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
             *r = Measured {
                 rate,
                 allocs: allocs / n as f64,
+                rounds: vec![rate],
             };
         }
         return res;
@@ -175,6 +180,9 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
                 let (rate, allocs) = timed_run(cfg.min_time, bytes, f);
                 r.rate = r.rate.max(rate);
                 r.allocs = allocs;
+                r.rounds.push(rate);
+            } else {
+                r.rounds.push(f64::NAN);
             }
         }
     }
@@ -315,6 +323,24 @@ const PATHS: [(&str, &str); 6] = [
     ("naive", "naive"),
 ];
 
+fn path_index(path: &str) -> usize {
+    PATHS.iter().position(|p| p.0 == path).unwrap()
+}
+
+/// The median of `q` (NaN if empty).
+fn median(q: &mut [f64]) -> f64 {
+    if q.is_empty() {
+        return f64::NAN;
+    }
+    q.sort_by(f64::total_cmp);
+    let h = q.len() / 2;
+    if q.len() % 2 == 1 {
+        q[h]
+    } else {
+        (q[h - 1] + q[h]) / 2.0
+    }
+}
+
 struct Row {
     name: String,
     mb: f64,
@@ -326,11 +352,20 @@ struct Row {
 }
 
 impl Row {
-    fn rate(&self, path: &str) -> f64 {
-        self.m[PATHS.iter().position(|p| p.0 == path).unwrap()].rate
-    }
     fn allocs(&self, path: &str) -> f64 {
-        self.m[PATHS.iter().position(|p| p.0 == path).unwrap()].allocs
+        self.m[path_index(path)].allocs
+    }
+    /// `a`'s throughput over `b`'s: the median over the rounds in which both
+    /// ran of the ratio within the round (NaN if none).
+    fn ratio(&self, a: &str, b: &str) -> f64 {
+        let (ra, rb) = (&self.m[path_index(a)].rounds, &self.m[path_index(b)].rounds);
+        let mut q: Vec<f64> = ra
+            .iter()
+            .zip(rb)
+            .map(|(x, y)| x / y)
+            .filter(|r| r.is_finite())
+            .collect();
+        median(&mut q)
     }
 }
 
@@ -424,14 +459,15 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
         }
     }
     let got = measure_all(cfg, n, &mut chosen);
-    let mut m = [Measured {
+    let mut m: [Measured; 6] = std::array::from_fn(|_| Measured {
         rate: f64::NAN,
         allocs: f64::NAN,
-    }; 6];
+        rounds: Vec::new(),
+    });
     for (k, r) in which.into_iter().zip(got) {
         m[k] = Measured {
-            rate: r.rate,
             allocs: r.allocs / docs,
+            ..r
         };
     }
 
@@ -471,7 +507,8 @@ fn print_tables(rows: &[Row]) {
     println!();
     println!(
         "MB/s of JSON (10^6 bytes per second), best of the runs. `dd`: duplicate-key \
-         detection on. Ratios: codec / `validate` and codec / `naive`. Allocations \
+         detection on. Ratios: codec / `validate` and codec / `naive`, each the median \
+         over the rounds of the ratio within a round. Allocations \
          per document (watch: per event) after warm-up, in the order J→C · J→C dd · \
          C→J dd · C→J."
     );
@@ -493,11 +530,11 @@ fn print_tables(rows: &[Row]) {
         }
         line += &format!(
             " | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {} · {} · {} · {} | {} |",
-            r.rate("j2c") / r.rate("validate"),
-            r.rate("c2j-dd") / r.rate("validate"),
-            r.rate("c2j") / r.rate("validate"),
-            r.rate("j2c") / r.rate("naive"),
-            r.rate("c2j-dd") / r.rate("naive"),
+            r.ratio("j2c", "validate"),
+            r.ratio("c2j-dd", "validate"),
+            r.ratio("c2j", "validate"),
+            r.ratio("j2c", "naive"),
+            r.ratio("c2j-dd", "naive"),
             fmt_allocs(r.allocs("j2c")),
             fmt_allocs(r.allocs("j2c-dd")),
             fmt_allocs(r.allocs("c2j-dd")),
