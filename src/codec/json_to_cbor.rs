@@ -44,7 +44,7 @@ fn is_ws(b: u8) -> bool {
 /// no more than the plain int64 path: optional `-`, 1–18 digits without a
 /// leading zero (or a lone `0`), followed by a byte that cannot continue a
 /// number. Anything else is left to the number state machine.
-#[inline]
+#[inline(always)]
 fn whole_small_int(input: &[u8], i: usize, max_len: usize) -> Option<(i64, usize)> {
     let neg = input[i] == b'-';
     let ds = i + neg as usize;
@@ -856,7 +856,9 @@ impl JsonToCbor {
         if is_key {
             if let Some(f) = self.stack.last_mut() {
                 f.count += 1;
-                f.entry = NONE;
+                if self.opts.dedupe_keys {
+                    f.entry = NONE;
+                }
             }
             if self.opts.dedupe_keys {
                 // Where the pair starts, until the key is known.
@@ -910,7 +912,7 @@ impl JsonToCbor {
             if self.scratch.len() + n > self.whole_max {
                 return None;
             }
-            self.scratch.extend_from_slice(&input[j..j + n]);
+            copy_run(&mut self.scratch, input, j, j + n);
             j += n;
             match *input.get(j)? {
                 b'"' => break,
@@ -1247,7 +1249,7 @@ impl JsonToCbor {
         match self.stack.last() {
             None => self.document_done(out),
             Some(f) => {
-                if f.kind == Container::Object && self.opts.dedupe_keys && f.entry != NONE {
+                if self.opts.dedupe_keys && f.kind == Container::Object && f.entry != NONE {
                     self.pair_done(f.entry);
                 }
                 self.state = State::AfterValue;
@@ -1285,7 +1287,7 @@ impl JsonToCbor {
     /// kept, `body[end..]`.
     fn flush(&mut self, out: &mut Vec<u8>, end: usize) {
         // Room for every head and for `copy_run`'s overshoot.
-        out.reserve(end + self.slots.len() * 3 + 32);
+        out.reserve(end + self.slots.len() * 3 + 64);
         if self.holes.is_empty() {
             let mut cur = 0;
             for s in &self.slots {
@@ -1371,20 +1373,21 @@ impl JsonToCbor {
     }
 }
 
-/// Append `body[a..b]`. Runs between heads are mostly short: those are
-/// copied as a fixed 32 bytes (a few moves, no call) and cut back.
+/// Append `src[a..b]`. Runs between heads, and between escapes, are mostly
+/// short: those are copied as a fixed 64 bytes (a few moves, no call) and
+/// cut back.
 #[inline(always)]
-fn copy_run(out: &mut Vec<u8>, body: &[u8], a: usize, b: usize) {
-    if b - a <= 32 {
-        if let Some(chunk) = body
-            .get(a..a + 32)
-            .and_then(|c| <&[u8; 32]>::try_from(c).ok())
+fn copy_run(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
+    if b - a <= 64 {
+        if let Some(chunk) = src
+            .get(a..a + 64)
+            .and_then(|c| <&[u8; 64]>::try_from(c).ok())
         {
             extend_prefix(out, chunk, b - a);
             return;
         }
     }
-    out.extend_from_slice(&body[a..b]);
+    out.extend_from_slice(&src[a..b]);
 }
 
 /// The head for a slot when `body[..end]` is written out.
