@@ -200,14 +200,14 @@ fn first_stop(v: u64, ascii: bool) -> Option<usize> {
     (hit != 0).then(|| (hit.trailing_zeros() / 8) as usize)
 }
 
-/// Offset of the first byte of the sixteen of `s` at `i` that stops a plain
-/// run (as [`first_stop`]), or `None`. SSE2 where the build has it (every
+/// Offset of the first of the first sixteen bytes of `block` that stops a
+/// plain run (as [`first_stop`]), or `None`. SSE2 where the build has it (every
 /// x86-64 target), two words otherwise.
 #[inline(always)]
-fn first_stop16(s: &[u8], i: usize, ascii: bool) -> Option<usize> {
+fn first_stop16(block: &[u8], ascii: bool) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        let (lo, hi) = (word(s, i), word(s, i + 8));
+        let (lo, hi) = (word(block, 0), word(block, 8));
         // SAFETY: `stop_mask16` is a safe function whose only requirement is
         // the SSE2 target feature, which this block is compiled only with (it
         // is part of the x86-64 baseline): there is no memory access here, the
@@ -217,7 +217,8 @@ fn first_stop16(s: &[u8], i: usize, ascii: bool) -> Option<usize> {
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     {
-        first_stop(word(s, i), ascii).or_else(|| first_stop(word(s, i + 8), ascii).map(|at| at + 8))
+        first_stop(word(block, 0), ascii)
+            .or_else(|| first_stop(word(block, 8), ascii).map(|at| at + 8))
     }
 }
 
@@ -257,7 +258,7 @@ mod sse2 {
 pub(crate) fn plain_run(s: &[u8]) -> usize {
     let mut i = 0;
     for block in s.chunks_exact(16) {
-        if let Some(at) = first_stop16(block, 0, false) {
+        if let Some(at) = first_stop16(block, false) {
             return i + at;
         }
         i += 16;
@@ -279,7 +280,7 @@ pub(crate) fn plain_run(s: &[u8]) -> usize {
 pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
     let mut i = 0;
     for block in s.chunks_exact(16) {
-        if let Some(at) = first_stop16(block, 0, true) {
+        if let Some(at) = first_stop16(block, true) {
             return i + at;
         }
         i += 16;
@@ -302,7 +303,7 @@ pub(crate) fn plain_ascii_run(s: &[u8]) -> usize {
 pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
     // Most strings are short: one block, and only its first `n` bytes count.
     if let (true, Some(block)) = (n <= 16, s.get(..16)) {
-        return match first_stop16(block, 0, true) {
+        return match first_stop16(block, true) {
             Some(at) => at.min(n),
             None => n,
         };
@@ -312,7 +313,7 @@ pub(crate) fn plain_ascii_prefix(s: &[u8], n: usize) -> usize {
     let mut blocks = s.chunks_exact(16);
     while i < n {
         let Some(block) = blocks.next() else { break };
-        if let Some(at) = first_stop16(block, 0, true) {
+        if let Some(at) = first_stop16(block, true) {
             return n.min(i + at);
         }
         i += 16;
