@@ -27,6 +27,20 @@ pub(crate) fn extend_prefix<const N: usize>(out: &mut Vec<u8>, chunk: &[u8; N], 
     }
 }
 
+/// Append `src[a..b]`. A run of at most `N` bytes whose source goes on for
+/// `N` bytes from `a` is copied as a fixed `N` bytes (a few moves, no call)
+/// and cut back; anything else is copied exactly.
+#[inline(always)]
+pub(crate) fn extend_run<const N: usize>(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
+    if b - a <= N {
+        if let Some(chunk) = src.get(a..a + N).and_then(|c| <&[u8; N]>::try_from(c).ok()) {
+            extend_prefix(out, chunk, b - a);
+            return;
+        }
+    }
+    out.extend_from_slice(&src[a..b]);
+}
+
 /// Append `head`, then the first `n` bytes of `chunk` (`n` clamped to `N`).
 #[inline(always)]
 pub(crate) fn extend_head_prefix<const N: usize>(
@@ -100,6 +114,18 @@ mod tests {
             out.push(b'!');
             assert_eq!(out.len(), 2 + n.min(8));
             assert_eq!(out.last(), Some(&b'!'));
+        }
+    }
+
+    #[test]
+    fn appends_exactly_the_run() {
+        let src: Vec<u8> = (0..40u8).collect();
+        for a in 0..=src.len() {
+            for b in a..=src.len() {
+                let mut out = b"xy".to_vec();
+                extend_run::<8>(&mut out, &src, a, b);
+                assert_eq!(out, [b"xy", &src[a..b]].concat(), "a = {a}, b = {b}");
+            }
         }
     }
 

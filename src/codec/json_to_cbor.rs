@@ -25,7 +25,7 @@
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
 //! streamed out (maps larger than the window) the input is rejected instead.
 
-use super::buf::{extend_head_prefix, extend_prefix};
+use super::buf::{extend_head_prefix, extend_run};
 use super::error::{CodecError, Reason};
 use super::keys::{KeyOutcome, KeySets};
 use super::number::{
@@ -1374,20 +1374,10 @@ impl JsonToCbor {
 }
 
 /// Append `src[a..b]`. Runs between heads, and between escapes, are mostly
-/// short: those are copied as a fixed 64 bytes (a few moves, no call) and
-/// cut back.
+/// short: those are copied as a fixed 64 bytes and cut back.
 #[inline(always)]
 fn copy_run(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
-    if b - a <= 64 {
-        if let Some(chunk) = src
-            .get(a..a + 64)
-            .and_then(|c| <&[u8; 64]>::try_from(c).ok())
-        {
-            extend_prefix(out, chunk, b - a);
-            return;
-        }
-    }
-    out.extend_from_slice(&src[a..b]);
+    extend_run::<64>(out, src, a, b);
 }
 
 /// The head for a slot when `body[..end]` is written out.

@@ -23,6 +23,7 @@
 //! all. The innermost map's record start and filter live in the set itself
 //! (each map's frame keeps its parent's), so a key needs no frame lookup.
 
+use super::buf::{extend_prefix, extend_run};
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -291,8 +292,7 @@ impl<P: Copy> KeySets<P> {
                         // Certainly new: as `key_end` records it.
                         frame.filter |= bits;
                         let start = self.arena.len();
-                        self.arena.extend_from_slice(chunk);
-                        self.arena.truncate(start + n);
+                        extend_prefix(&mut self.arena, chunk, n);
                         let idx = self.entries.len();
                         self.entries.push(Entry {
                             hash: fp,
@@ -315,14 +315,7 @@ impl<P: Copy> KeySets<P> {
     /// them: short runs are then copied as a fixed 24 bytes and cut back.
     #[inline]
     pub fn padded_key_bytes(&mut self, padded: &[u8], n: usize) {
-        let start = self.arena.len();
-        match padded.get(..24).and_then(|c| <&[u8; 24]>::try_from(c).ok()) {
-            Some(chunk) if n <= 24 => {
-                self.arena.extend_from_slice(chunk);
-                self.arena.truncate(start + n);
-            }
-            _ => self.arena.extend_from_slice(&padded[..n]),
-        }
+        extend_run::<24>(&mut self.arena, padded, 0, n);
     }
 
     /// The key begun at `start` is complete. If the innermost map already holds
