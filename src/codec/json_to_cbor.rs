@@ -545,13 +545,11 @@ impl JsonToCbor {
     ) -> Result<usize, CodecError> {
         // Outgrown the window: stream out what is buffered. Checked only where
         // a token starts, so the output never depends on how input was cut.
-        if self.window_fill() >= self.flush_at
-            && matches!(
-                self.state,
-                State::Value | State::ArrayFirst | State::ObjectFirst | State::Key
-            )
-        {
-            self.window_flush(out);
+        if matches!(
+            self.state,
+            State::Value | State::ArrayFirst | State::ObjectFirst | State::Key
+        ) {
+            self.window_check(out);
         }
         match self.state {
             State::Value => self.begin_value(b, input, i, out),
@@ -603,8 +601,9 @@ impl JsonToCbor {
         }
     }
 
-    /// The window check of [`Self::structural`], for a token starting in
-    /// state `Value`, `ArrayFirst`, `ObjectFirst` or `Key`.
+    /// The window check, for a token starting in state `Value`,
+    /// `ArrayFirst`, `ObjectFirst` or `Key` (from [`Self::structural`] and
+    /// [`Self::chain`]).
     #[inline(always)]
     fn window_check(&mut self, out: &mut Vec<u8>) {
         if self.window_fill() >= self.flush_at {
