@@ -1,5 +1,6 @@
-//! Regression tests for inputs found by the fuzz targets (`fuzz/`). Each
-//! feeds the exact bytes libFuzzer found and asserts a clean result.
+//! Regression tests for inputs found by the fuzz targets (`fuzz/`), or by
+//! differential runs over their corpus. Each feeds the input found, or a
+//! smaller one with the same fault, and asserts the right result.
 
 use cborgate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, StringMode,
@@ -60,4 +61,28 @@ fn text_string_exactly_window_long() {
         json_round_trip(text(16), br#""0123456789abcdef""#),
         br#""0123456789abcdef""#
     );
+}
+
+/// Found by comparing the emitter of one-byte head placeholders (c.f. the
+/// module documentation of `json_to_cbor`) with the one before it over the
+/// fuzz corpus: keys of 24 bytes or more that arrive in pieces get a slot for
+/// their longer head. When two such pairs side by side are cut out as
+/// duplicates, the second key's head was written although its pair was not.
+#[test]
+fn duplicate_long_keys_in_adjacent_pairs() {
+    let k1 = "k".repeat(30);
+    let k2 = "q".repeat(300);
+    let json = format!(r#"{{"{k1}":1,"{k2}":[2],"{k1}":3,"{k2}":4}}"#);
+    let opts = JsonToCborOptions::default();
+    let whole = run(JsonToCbor::new(opts), json.as_bytes(), 0).unwrap();
+    let mut want = vec![0xd9, 0xd9, 0xf7, 0xa2, 0x58, 30];
+    want.extend_from_slice(k1.as_bytes());
+    want.extend_from_slice(&[0x03, 0x59, 0x01, 0x2c]);
+    want.extend_from_slice(k2.as_bytes());
+    want.push(0x04);
+    assert_eq!(whole, want);
+    for size in [1, 2, 7, 40] {
+        let pieces = run(JsonToCbor::new(opts), json.as_bytes(), size).unwrap();
+        assert_eq!(pieces, want, "in pieces of {size}");
+    }
 }

@@ -5,21 +5,25 @@
 //! any size and it appends CBOR to the caller's buffer as soon as it can.
 //!
 //! Definite lengths need the element count before the elements. The emitter
-//! therefore writes container and string *contents* to an internal buffer
-//! (`body`) and records each pending head as a [`Slot`] (position, major type,
-//! count). When a document completes, one pass interleaves heads and contents
-//! into the output. If a document outgrows the streaming window while
-//! containers or a string are still open, everything buffered is written out
-//! and the still-open items switch to indefinite length (`9f`/`bf`/`5f`/`7f` …
-//! `ff`), so memory stays bounded by the window, not by the body. From then
-//! on, completed elements go out every [`EAGER_FLUSH`] bytes rather than
-//! every window.
+//! therefore builds each document in an internal buffer (`body`), where every
+//! container head, and the head of a string read piece by piece, starts as a
+//! one-byte placeholder. When the item ends with fewer than 24 elements (or
+//! bytes), its head is one byte and is written over the placeholder. Otherwise
+//! the item gets a [`Slot`] (position, major type, count), and the longer head
+//! replaces the placeholder when the buffer is written out. So a document
+//! without such heads goes out as one copy; the rest is copied between the
+//! slots. If a document outgrows the streaming window while containers or a
+//! string are still open, everything buffered is written out and the
+//! still-open items switch to indefinite length (`9f`/`bf`/`5f`/`7f` … `ff`);
+//! an open container's placeholder already holds its indefinite head. Memory
+//! then stays bounded by the window, not by the body. From then on, completed
+//! elements go out every [`EAGER_FLUSH`] bytes rather than every window.
 //!
 //! Fast paths: a string, number, literal or empty container that lies whole
 //! in the current input piece (no escapes, valid UTF-8, shorter than the
-//! window) has its head written straight into `body` instead of a slot. The
-//! bytes are the same either way; the window counts content bytes only, so
-//! those inline heads are tracked (`inline`) and left out of it.
+//! window) has its final head written straight into `body`. The bytes are the
+//! same either way; the window counts content bytes only, so heads and
+//! placeholders are tracked (`inline`) and left out of it.
 //!
 //! Duplicate keys: the last one wins, as in Go. When detection is on, the
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
@@ -90,37 +94,34 @@ const EAGER_FLUSH: usize = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotKind {
-    /// An array or map head; `len` is the element or pair count.
-    Container,
-    /// A whole string's head; `len` is its byte length.
-    Str,
-    /// One chunk of an indefinite-length string.
-    Chunk,
+    /// A complete head of `len`: a container's element or pair count, a
+    /// string's or a chunk's byte length (24 or more).
+    Head,
+    /// A string still being read: if written out now, it becomes an
+    /// indefinite-length string whose first chunk is what is buffered.
+    OpenStr,
+    /// A further chunk of such a string, still being read.
+    OpenChunk,
 }
 
+/// A head longer than its one-byte placeholder at `body[pos]`, or not yet
+/// known (an open string).
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     pos: usize,
     major: u8,
     kind: SlotKind,
     len: u64,
-    open: bool,
 }
 
-/// A duplicate key's earlier pair, cut out at assembly: body bytes and slots.
-#[derive(Debug, Clone, Copy)]
-struct Hole {
-    body: (usize, usize),
-    slots: (usize, usize),
-}
+/// A duplicate key's earlier pair, `body[.0...1]`, cut out at assembly.
+type Hole = (usize, usize);
 
 /// Where a map pair lives, in absolute (never reset) positions.
 #[derive(Debug, Clone, Copy, Default)]
 struct PairLoc {
     body_start: u64,
     body_end: u64,
-    slot_start: u64,
-    slot_end: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,9 +133,9 @@ enum Container {
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     kind: Container,
-    /// Index of this container's head in `slots`, or NONE once streamed out as
-    /// indefinite length.
-    slot: usize,
+    /// Position of this container's head placeholder in `body`, or NONE
+    /// once streamed out as indefinite length.
+    head: usize,
     count: u64,
     /// Key-set entry of the pair being read (objects with duplicate detection).
     entry: usize,
@@ -199,13 +200,13 @@ pub struct JsonToCbor {
     stack: Vec<Frame>,
     // Emitter.
     body: Vec<u8>,
-    /// Bytes of heads written straight into `body` since the last flush.
+    /// Bytes of heads and placeholders in `body`.
     inline: usize,
+    /// Heads longer than their placeholders, in no particular order.
     slots: Vec<Slot>,
     holes: Vec<Hole>,
-    /// Bytes and slots already written out in this document (absolute bases).
+    /// Bytes already written out in this document (absolute base of `body`).
     body_base: u64,
-    slot_base: u64,
     // Current string.
     str_slot: usize,
     str_is_key: bool,
@@ -268,7 +269,6 @@ impl JsonToCbor {
             slots: Vec::new(),
             holes: Vec::new(),
             body_base: 0,
-            slot_base: 0,
             str_slot: NONE,
             str_is_key: false,
             str_len: 0,
@@ -620,7 +620,7 @@ impl JsonToCbor {
         let Some(top) = self.stack.last() else {
             return;
         };
-        if self.window_fill() >= self.opts.window || top.slot == NONE {
+        if self.window_fill() >= self.opts.window || top.head == NONE {
             let end = self.body.len();
             self.flush(out, end);
         }
@@ -770,19 +770,15 @@ impl JsonToCbor {
                     self.value_done(out);
                     return Ok(i + 2);
                 }
-                self.slots.push(Slot {
-                    pos: self.body.len(),
-                    major,
-                    kind: SlotKind::Container,
-                    len: 0,
-                    open: true,
-                });
+                // The placeholder is the indefinite head, ready for a flush.
                 self.stack.push(Frame {
                     kind,
-                    slot: self.slots.len() - 1,
+                    head: self.body.len(),
                     count: 0,
                     entry: NONE,
                 });
+                self.body.push(major | 31);
+                self.inline += 1;
                 if kind == Container::Object && self.opts.dedupe_keys {
                     self.keys.open_map();
                 }
@@ -863,7 +859,6 @@ impl JsonToCbor {
                 // Where the pair starts, until the key is known.
                 self.pending_pair = PairLoc {
                     body_start: self.body_base + self.body.len() as u64,
-                    slot_start: self.slot_base + self.slots.len() as u64,
                     ..PairLoc::default()
                 };
                 self.key_start = self.keys.key_start();
@@ -1017,16 +1012,17 @@ impl JsonToCbor {
     }
 
     /// A string that does not lie whole in this piece (or has escapes):
-    /// give it a slot and read it in the `Str` state.
+    /// give it a placeholder and a slot, and read it in the `Str` state.
     #[inline(never)]
     fn open_string(&mut self, is_key: bool, i: usize) -> Result<usize, CodecError> {
         self.slots.push(Slot {
             pos: self.body.len(),
             major: self.str_major,
-            kind: SlotKind::Str,
+            kind: SlotKind::OpenStr,
             len: 0,
-            open: true,
         });
+        self.body.push(self.str_major | 31);
+        self.inline += 1;
         self.str_slot = self.slots.len() - 1;
         self.str_is_key = is_key;
         self.str_len = 0;
@@ -1061,7 +1057,7 @@ impl JsonToCbor {
         // bytes (floored to a character boundary for text), wherever the
         // input pieces happen to end.
         while let Some(slot) = self.slots.get(self.str_slot) {
-            let content = &self.body[slot.pos..];
+            let content = &self.body[slot.pos + 1..];
             if content.len() < self.opts.window.max(1) {
                 break;
             }
@@ -1077,7 +1073,7 @@ impl JsonToCbor {
                     }
                 }
             }
-            let end = slot.pos + cut;
+            let end = slot.pos + 1 + cut;
             self.flush(out, end);
         }
         Ok(())
@@ -1150,11 +1146,20 @@ impl JsonToCbor {
         };
         let _ = self.utf8.end(false, &mut sink);
         self.str_added(from, i, out)?;
-        let end = self.body.len();
+        // The open string's slot is the last one: nothing else gets a slot
+        // while it is read.
+        debug_assert!(self.str_slot == NONE || self.str_slot + 1 == self.slots.len());
         if let Some(slot) = self.slots.get_mut(self.str_slot) {
-            slot.len = (end - slot.pos) as u64;
-            slot.open = false;
-            if slot.kind == SlotKind::Chunk {
+            let len = self.body.len() - slot.pos - 1;
+            let chunk = slot.kind == SlotKind::OpenChunk;
+            if len < 24 {
+                self.body[slot.pos] = slot.major | len as u8;
+                self.slots.pop();
+            } else {
+                slot.kind = SlotKind::Head;
+                slot.len = len as u64;
+            }
+            if chunk {
                 self.body.push(0xff);
             }
         }
@@ -1198,20 +1203,14 @@ impl JsonToCbor {
                 };
                 let old = *earlier;
                 *earlier = pair;
-                if old.body_start < self.body_base || old.slot_start < self.slot_base {
+                if old.body_start < self.body_base {
                     // The earlier pair has already been streamed out.
                     return Err(self.err(Reason::DuplicateKey, i));
                 }
-                self.holes.push(Hole {
-                    body: (
-                        (old.body_start - self.body_base) as usize,
-                        (old.body_end - self.body_base) as usize,
-                    ),
-                    slots: (
-                        (old.slot_start - self.slot_base) as usize,
-                        (old.slot_end - self.slot_base) as usize,
-                    ),
-                });
+                self.holes.push((
+                    (old.body_start - self.body_base) as usize,
+                    (old.body_end - self.body_base) as usize,
+                ));
                 if let Some(f) = self.stack.last_mut() {
                     f.count -= 1;
                     f.entry = idx;
@@ -1228,12 +1227,21 @@ impl JsonToCbor {
         if f.kind != kind {
             return Err(self.err(Reason::Syntax, i));
         }
-        match self.slots.get_mut(f.slot) {
-            Some(slot) if f.slot != NONE => {
-                slot.len = f.count;
-                slot.open = false;
-            }
-            _ => self.body.push(0xff),
+        let major = match kind {
+            Container::Array => MAJOR_ARRAY,
+            Container::Object => MAJOR_MAP,
+        };
+        if f.head == NONE {
+            self.body.push(0xff);
+        } else if f.count < 24 {
+            self.body[f.head] = major | f.count as u8;
+        } else {
+            self.slots.push(Slot {
+                pos: f.head,
+                major,
+                kind: SlotKind::Head,
+                len: f.count,
+            });
         }
         if kind == Container::Object && self.opts.dedupe_keys {
             self.keys.close_map();
@@ -1261,7 +1269,6 @@ impl JsonToCbor {
         let end = self.body.len();
         self.flush(out, end);
         self.body_base = 0;
-        self.slot_base = 0;
         self.documents += 1;
         self.state = if self.opts.watch {
             State::Value
@@ -1273,10 +1280,8 @@ impl JsonToCbor {
     /// Record where the pair of key-set entry `entry` ends.
     fn pair_done(&mut self, entry: usize) {
         let body_end = self.body_base + self.body.len() as u64;
-        let slot_end = self.slot_base + self.slots.len() as u64;
         if let Some(p) = self.keys.payload_mut(entry) {
             p.body_end = body_end;
-            p.slot_end = slot_end;
         }
     }
 
@@ -1285,91 +1290,116 @@ impl JsonToCbor {
     /// becomes an indefinite string whose next chunk starts with what is
     /// kept, `body[end..]`.
     fn flush(&mut self, out: &mut Vec<u8>, end: usize) {
-        // Room for every head and for `copy_run`'s overshoot.
-        out.reserve(end + self.slots.len() * 3 + 64);
-        if self.holes.is_empty() {
-            let mut cur = 0;
-            for s in &self.slots {
-                copy_run(out, &self.body, cur, s.pos);
-                if !s.open && s.len < 24 {
-                    out.push(s.major | s.len as u8);
-                } else {
-                    write_slot_head(out, s, end);
-                }
-                cur = s.pos;
-            }
-            out.extend_from_slice(&self.body[cur..end]);
+        if self.slots.is_empty() && self.holes.is_empty() {
+            // Every head is in place.
+            out.extend_from_slice(&self.body[..end]);
         } else {
-            self.flush_with_holes(out, end);
+            self.flush_with_slots(out, end);
         }
         let open_string = self.str_slot != NONE;
+        debug_assert!(end > 0 || !open_string);
         self.flush_at = if self.stack.is_empty() {
             self.opts.window
         } else {
             (self.opts.window / 4).min(EAGER_FLUSH)
         };
-        self.body_base += end as u64;
-        self.slot_base += self.slots.len() as u64;
-        self.body.drain(..end);
-        self.inline = 0;
         self.slots.clear();
         self.holes.clear();
         for f in &mut self.stack {
-            f.slot = NONE;
+            f.head = NONE;
         }
-        if open_string {
-            // The rest of the string goes into further chunks.
+        if open_string && end > 0 {
+            // The rest of the string goes into further chunks: the last byte
+            // written out becomes the next chunk's placeholder. (An open
+            // string's content starts after its placeholder, so `end` > 0.)
+            self.body_base += (end - 1) as u64;
+            self.body.drain(..end - 1);
+            self.body[0] = self.str_major;
+            self.inline = 1;
             self.slots.push(Slot {
                 pos: 0,
                 major: self.str_major,
-                kind: SlotKind::Chunk,
+                kind: SlotKind::OpenChunk,
                 len: 0,
-                open: true,
             });
             self.str_slot = 0;
+        } else {
+            self.body_base += end as u64;
+            self.body.drain(..end);
+            self.inline = 0;
         }
     }
 
-    fn flush_with_holes(&mut self, out: &mut Vec<u8>, end: usize) {
-        let mut holes = std::mem::take(&mut self.holes);
-        holes.sort_by_key(|h| h.body.0);
-        let mut skip_slot = vec![false; self.slots.len()];
-        for h in &holes {
-            for s in skip_slot
-                .iter_mut()
-                .take(h.slots.1.min(self.slots.len()))
-                .skip(h.slots.0)
-            {
-                *s = true;
+    /// [`Self::flush`] with heads to put in, or duplicate pairs to cut out.
+    #[inline(never)]
+    fn flush_with_slots(&mut self, out: &mut Vec<u8>, end: usize) {
+        out.reserve(end + self.slots.len() * 9);
+        let body = &self.body[..end];
+        self.slots.sort_unstable_by_key(|s| s.pos);
+        // Holes nest (a map inside a cut-out pair has holes of its own):
+        // merge them into disjoint ranges, in order.
+        let holes = &mut self.holes;
+        holes.sort_unstable();
+        let mut merged = 0;
+        for k in 0..holes.len() {
+            let h = holes[k];
+            if merged > 0 && h.0 < holes[merged - 1].1 {
+                holes[merged - 1].1 = holes[merged - 1].1.max(h.1);
+            } else {
+                holes[merged] = h;
+                merged += 1;
             }
         }
-        // Copy body[a..b] minus the holes.
-        let copy = |out: &mut Vec<u8>, body: &[u8], a: usize, b: usize| {
-            let mut cur = a;
-            for h in &holes {
-                let (hs, he) = h.body;
-                if he <= cur || hs >= b {
-                    continue;
-                }
-                if hs > cur {
-                    out.extend_from_slice(&body[cur..hs]);
-                }
-                cur = cur.max(he);
-            }
-            if cur < b {
-                out.extend_from_slice(&body[cur..b]);
-            }
-        };
+        holes.truncate(merged);
         let mut cur = 0;
-        for (idx, s) in self.slots.iter().enumerate() {
-            copy(out, &self.body, cur, s.pos);
-            if !skip_slot[idx] {
-                write_slot_head(out, s, end);
+        let mut next_hole = 0;
+        for s in &self.slots {
+            if s.pos >= end {
+                break;
             }
-            cur = s.pos;
+            cur = copy_minus_holes(out, body, cur, s.pos, holes, &mut next_hole);
+            if cur > s.pos {
+                continue; // inside a hole that ends past it
+            }
+            while holes.get(next_hole).is_some_and(|h| h.1 <= s.pos) {
+                next_hole += 1;
+            }
+            if holes.get(next_hole).is_some_and(|h| h.0 <= s.pos) {
+                continue; // inside a hole that starts at it or before
+            }
+            write_slot_head(out, s, end);
+            cur = s.pos + 1;
         }
-        copy(out, &self.body, cur, end);
+        copy_minus_holes(out, body, cur, end, holes, &mut next_hole);
     }
+}
+
+/// Append `body[cur..to]` without the bytes in `holes` (disjoint, in order;
+/// those before `holes[*next]` are passed). Returns where it stopped: `to`,
+/// or the end of a hole that reaches past `to`.
+fn copy_minus_holes(
+    out: &mut Vec<u8>,
+    body: &[u8],
+    mut cur: usize,
+    to: usize,
+    holes: &[Hole],
+    next: &mut usize,
+) -> usize {
+    while cur < to {
+        match holes.get(*next) {
+            Some(&(_, he)) if he <= cur => *next += 1,
+            Some(&(hs, he)) if hs <= cur => cur = he,
+            Some(&(hs, _)) if hs < to => {
+                out.extend_from_slice(&body[cur..hs]);
+                cur = hs;
+            }
+            _ => {
+                out.extend_from_slice(&body[cur..to]);
+                cur = to;
+            }
+        }
+    }
+    cur
 }
 
 /// Append `src[a..b]`. Runs between heads, and between escapes, are mostly
@@ -1381,16 +1411,13 @@ fn copy_run(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
 
 /// The head for a slot when `body[..end]` is written out.
 fn write_slot_head(out: &mut Vec<u8>, s: &Slot, end: usize) {
-    if !s.open {
-        write_head(out, s.major, s.len);
-        return;
-    }
+    let buffered = (end - s.pos - 1) as u64;
     match s.kind {
-        SlotKind::Container => out.push(s.major | 31),
-        SlotKind::Str => {
+        SlotKind::Head => write_head(out, s.major, s.len),
+        SlotKind::OpenStr => {
             out.push(s.major | 31);
-            write_head(out, s.major, (end - s.pos) as u64);
+            write_head(out, s.major, buffered);
         }
-        SlotKind::Chunk => write_head(out, s.major, (end - s.pos) as u64),
+        SlotKind::OpenChunk => write_head(out, s.major, buffered),
     }
 }
