@@ -269,6 +269,32 @@ fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colo
     }
 }
 
+/// [`quoted`], or for ASCII with bytes to escape, its escaped form.
+#[inline(always)]
+fn quoted_ascii(
+    out: &mut Vec<u8>,
+    input: &[u8],
+    i: usize,
+    n: usize,
+    comma: bool,
+    colon: bool,
+    escaped: bool,
+) {
+    if !escaped {
+        quoted(out, input, i, n, comma, colon);
+        return;
+    }
+    if comma {
+        out.push(b',');
+    }
+    out.push(b'"');
+    write_json_escaped(out, &input[i..i + n]);
+    out.push(b'"');
+    if colon {
+        out.push(b':');
+    }
+}
+
 /// Length of a CBOR head, from its first byte.
 #[inline(always)]
 fn head_len(b0: u8) -> usize {
@@ -992,8 +1018,11 @@ impl CborToJson {
             return Ok(None);
         }
         let n = end - i;
-        if plain_ascii_prefix(&input[i..], n) == n {
-            // Plain ASCII: valid in both string types, nothing to escape.
+        let plain = plain_ascii_prefix(&input[i..], n);
+        // ASCII: valid in both string types; quotes, backslashes and control
+        // bytes escaped, if any.
+        let escaped = plain < n;
+        if !escaped || input[i + plain..end].is_ascii() {
             // Separator, string and what `item_done` does after it, with one
             // look at the enclosing frame.
             self.str_major = major;
@@ -1004,7 +1033,7 @@ impl CborToJson {
                     first,
                     remaining,
                 }) => {
-                    quoted(out, input, i, n, !*first, true);
+                    quoted_ascii(out, input, i, n, !*first, true, escaped);
                     *first = false;
                     if self.opts.dedupe_keys
                         && self.keys.check_key(&input[i..], n, *remaining == Some(1))
@@ -1023,7 +1052,7 @@ impl CborToJson {
                     remaining,
                     ..
                 }) => {
-                    quoted(out, input, i, n, false, false);
+                    quoted_ascii(out, input, i, n, false, false, escaped);
                     if *remaining == Some(1) {
                         true
                     } else {
@@ -1035,7 +1064,7 @@ impl CborToJson {
                     }
                 }
                 Some(Frame::Array { first, remaining }) => {
-                    quoted(out, input, i, n, !*first, false);
+                    quoted_ascii(out, input, i, n, !*first, false, escaped);
                     *first = false;
                     if *remaining == Some(1) {
                         true
