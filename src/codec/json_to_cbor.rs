@@ -114,7 +114,8 @@ struct Slot {
     len: u64,
 }
 
-/// A duplicate key's earlier pair, `body[.0...1]`, cut out at assembly.
+/// A duplicate key's earlier pair, cut out at assembly: `body[start..end]`
+/// as `(start, end)`.
 type Hole = (usize, usize);
 
 /// Where a map pair lives, in absolute (never reset) positions.
@@ -1402,8 +1403,8 @@ fn copy_minus_holes(
     cur
 }
 
-/// Append `src[a..b]`. Runs between heads, and between escapes, are mostly
-/// short: those are copied as a fixed 64 bytes and cut back.
+/// Append `src[a..b]`. Runs between escapes are mostly short: those are
+/// copied as a fixed 64 bytes and cut back.
 #[inline(always)]
 fn copy_run(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
     extend_run::<64>(out, src, a, b);
