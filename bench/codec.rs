@@ -529,7 +529,7 @@ fn print_tables(rows: &[Row]) {
             line += &format!(" | {:.0}", r.m[k].rate);
         }
         line += &format!(
-            " | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {} · {} · {} · {} | {} |",
+            " | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} · {} · {} · {} | {} |",
             r.ratio("j2c", "validate"),
             r.ratio("c2j-dd", "validate"),
             r.ratio("c2j", "validate"),
@@ -542,6 +542,26 @@ fn print_tables(rows: &[Row]) {
             fmt_allocs(r.allocs("naive")),
         );
         println!("{line}");
+    }
+    println!();
+    // Issue 2's targets, each at its lowest over the scenarios of this run.
+    let lowest = |a: &str, b: &str| {
+        rows.iter()
+            .map(|r| (r.ratio(a, b), r.name.as_str()))
+            .filter(|(x, _)| !x.is_nan())
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+    };
+    for (a, b, goal) in [
+        ("j2c", "validate", 0.8),
+        ("c2j-dd", "validate", 0.8),
+        ("c2j", "validate", 0.8),
+        ("j2c", "naive", 10.0),
+        ("c2j-dd", "naive", 10.0),
+    ] {
+        if let Some((x, name)) = lowest(a, b) {
+            let verdict = if x >= goal { "met" } else { "NOT met" };
+            println!("target {a} / {b} >= {goal}: lowest {x:.2} ({name}): {verdict}");
+        }
     }
     println!();
     println!(
