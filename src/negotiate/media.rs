@@ -848,8 +848,9 @@ fn bits_len(n: usize) -> u32 {
     usize::BITS - n.leading_zeros()
 }
 
-/// Go's `sort.xorshift.Next` (the 64-bit triple 13, 7, 17).
-fn xorshift_next(state: &mut u64) -> u64 {
+/// Go's `sort.xorshift.Next` (the 64-bit triple 13, 7, 17). Also the
+/// pseudo-random source of the crate's randomized model tests.
+pub(crate) fn xorshift_next(state: &mut u64) -> u64 {
     *state ^= *state << 13;
     *state ^= *state >> 7;
     *state ^= *state << 17;

@@ -1937,12 +1937,7 @@ mod tests {
     fn random_heads_never_panic() {
         const ALPHABET: &[u8] = b"application/cborjsyamlvnd.kubernetes.protobuf+-*/;,= q0.1965eE%&?watchpretty\"\t\\api/v1namespaces";
         let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = move || crate::negotiate::media::xorshift_next(&mut state);
         for round in 0..3_000_u64 {
             let mut field = |len: u64| -> String {
                 let bytes: Vec<u8> = (0..next() % len)

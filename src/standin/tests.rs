@@ -1819,12 +1819,7 @@ async fn mutated_requests_never_break_the_server() {
         request("GET", "/api/v1/pods?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NjQ5LCJzdGFydCI6Ii9wb2QtMDE4XHUwMDAwIn0", &[("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")], None),
     ];
     let mut rng: u64 = 12345;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = || crate::negotiate::media::xorshift_next(&mut rng);
     for i in 0..400 {
         let mut m = seeds[i % seeds.len()].clone();
         let n = (next() % 6) as usize;
