@@ -269,18 +269,19 @@ fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colo
     }
 }
 
-/// [`quoted`], or for ASCII with bytes to escape, its escaped form.
+/// [`quoted`] for ASCII text of which only the first `plain` bytes need no
+/// escaping: those are copied, the rest escaped.
 #[inline(always)]
 fn quoted_ascii(
     out: &mut Vec<u8>,
     input: &[u8],
     i: usize,
     n: usize,
+    plain: usize,
     comma: bool,
     colon: bool,
-    escaped: bool,
 ) {
-    if !escaped {
+    if plain == n {
         quoted(out, input, i, n, comma, colon);
         return;
     }
@@ -288,7 +289,8 @@ fn quoted_ascii(
         out.push(b',');
     }
     out.push(b'"');
-    write_json_escaped(out, &input[i..i + n]);
+    out.extend_from_slice(&input[i..i + plain]);
+    write_json_escaped(out, &input[i + plain..i + n]);
     out.push(b'"');
     if colon {
         out.push(b':');
@@ -1021,8 +1023,7 @@ impl CborToJson {
         let plain = plain_ascii_prefix(&input[i..], n);
         // ASCII: valid in both string types; quotes, backslashes and control
         // bytes escaped, if any.
-        let escaped = plain < n;
-        if !escaped || input[i + plain..end].is_ascii() {
+        if plain == n || input[i + plain..end].is_ascii() {
             // Separator, string and what `item_done` does after it, with one
             // look at the enclosing frame.
             self.str_major = major;
@@ -1033,7 +1034,7 @@ impl CborToJson {
                     first,
                     remaining,
                 }) => {
-                    quoted_ascii(out, input, i, n, !*first, true, escaped);
+                    quoted_ascii(out, input, i, n, plain, !*first, true);
                     *first = false;
                     if self.opts.dedupe_keys
                         && self.keys.check_key(&input[i..], n, *remaining == Some(1))
@@ -1052,7 +1053,7 @@ impl CborToJson {
                     remaining,
                     ..
                 }) => {
-                    quoted_ascii(out, input, i, n, false, false, escaped);
+                    quoted_ascii(out, input, i, n, plain, false, false);
                     if *remaining == Some(1) {
                         true
                     } else {
@@ -1064,7 +1065,7 @@ impl CborToJson {
                     }
                 }
                 Some(Frame::Array { first, remaining }) => {
-                    quoted_ascii(out, input, i, n, !*first, false, escaped);
+                    quoted_ascii(out, input, i, n, plain, !*first, false);
                     *first = false;
                     if *remaining == Some(1) {
                         true
