@@ -131,6 +131,16 @@ enum Container {
     Object,
 }
 
+impl Container {
+    /// The CBOR major type of its head.
+    fn major(self) -> u8 {
+        match self {
+            Container::Array => MAJOR_ARRAY,
+            Container::Object => MAJOR_MAP,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     kind: Container,
@@ -758,11 +768,12 @@ impl JsonToCbor {
                 if self.stack.len() >= self.opts.limits.max_depth {
                     return Err(self.err(Reason::DepthExceeded, i));
                 }
-                let (kind, major, state, closer) = if b == b'{' {
-                    (Container::Object, MAJOR_MAP, State::ObjectFirst, b'}')
+                let (kind, state, closer) = if b == b'{' {
+                    (Container::Object, State::ObjectFirst, b'}')
                 } else {
-                    (Container::Array, MAJOR_ARRAY, State::ArrayFirst, b']')
+                    (Container::Array, State::ArrayFirst, b']')
                 };
+                let major = kind.major();
                 // `{}` / `[]` in one piece: a one-byte head, unless the
                 // window check at the closer would have streamed it out.
                 if input.get(i + 1) == Some(&closer) && self.window_fill() < self.opts.window {
@@ -1228,10 +1239,7 @@ impl JsonToCbor {
         if f.kind != kind {
             return Err(self.err(Reason::Syntax, i));
         }
-        let major = match kind {
-            Container::Array => MAJOR_ARRAY,
-            Container::Object => MAJOR_MAP,
-        };
+        let major = kind.major();
         if f.head == NONE {
             self.body.push(0xff);
         } else if f.count < 24 {
@@ -1359,14 +1367,11 @@ impl JsonToCbor {
                 break;
             }
             cur = copy_minus_holes(out, body, cur, s.pos, holes, &mut next_hole);
-            if cur > s.pos {
-                continue; // inside a hole that ends past it
-            }
             while holes.get(next_hole).is_some_and(|h| h.1 <= s.pos) {
                 next_hole += 1;
             }
             if holes.get(next_hole).is_some_and(|h| h.0 <= s.pos) {
-                continue; // inside a hole that starts at it or before
+                continue; // its placeholder is cut out with a duplicate pair
             }
             write_slot_head(out, s, end);
             cur = s.pos + 1;
