@@ -25,6 +25,12 @@
 //! same either way; the window counts content bytes only, so heads and
 //! placeholders are tracked (`inline`) and left out of it.
 //!
+//! Specialised per option set: duplicate detection (`DD`) and watch mode (`W`)
+//! change what happens at every key and value, so [`JsonToCbor::feed`] picks
+//! one of four compiled copies of the scanner once per piece, and the methods
+//! on the token path take the two options as const parameters instead of
+//! testing `opts` at each token.
+//!
 //! Duplicate keys: the last one wins, as in Go. When detection is on, the
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
 //! streamed out (maps larger than the window) the input is rejected instead.
@@ -349,7 +355,12 @@ impl JsonToCbor {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let r = self.run(input, out);
+        let r = match (self.opts.dedupe_keys, self.opts.watch) {
+            (false, false) => self.run::<false, false>(input, out),
+            (false, true) => self.run::<false, true>(input, out),
+            (true, false) => self.run::<true, false>(input, out),
+            (true, true) => self.run::<true, true>(input, out),
+        };
         self.offset += input.len() as u64;
         if let Err(e) = r {
             self.error = Some(e);
@@ -373,7 +384,12 @@ impl JsonToCbor {
     fn finish_inner(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
         let at = self.offset;
         if let State::Number(n) = self.state {
-            self.end_number(n, at, out)?;
+            match (self.opts.dedupe_keys, self.opts.watch) {
+                (false, false) => self.end_number::<false, false>(n, at, out)?,
+                (false, true) => self.end_number::<false, true>(n, at, out)?,
+                (true, false) => self.end_number::<true, false>(n, at, out)?,
+                (true, true) => self.end_number::<true, true>(n, at, out)?,
+            }
         }
         match self.state {
             State::TopDone => Ok(()),
@@ -386,7 +402,11 @@ impl JsonToCbor {
         CodecError::new(reason, self.offset + i as u64)
     }
 
-    fn run(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn run<const DD: bool, const W: bool>(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
         let len = input.len();
         let mut i = 0;
         while i < len {
@@ -403,7 +423,7 @@ impl JsonToCbor {
                     }
                     match input[i] {
                         b'"' => {
-                            self.end_string(i, out)?;
+                            self.end_string::<DD, W>(i, out)?;
                         }
                         b'\\' => self.state = State::Escape,
                         _ => return Err(self.err(Reason::Syntax, i)),
@@ -420,7 +440,7 @@ impl JsonToCbor {
                     // Token after token while no string, number or literal
                     // is left open by the end of the piece.
                     loop {
-                        i = self.chain(input, i, out)?;
+                        i = self.chain::<DD, W>(input, i, out)?;
                         if i >= len || !self.between_tokens() {
                             break;
                         }
@@ -428,7 +448,7 @@ impl JsonToCbor {
                         if is_ws(b) {
                             i += 1;
                         } else {
-                            i = self.structural(b, input, i, out)?;
+                            i = self.structural::<DD, W>(b, input, i, out)?;
                         }
                         if i >= len || !self.between_tokens() {
                             break;
@@ -461,7 +481,7 @@ impl JsonToCbor {
                     self.num.extend_from_slice(&input[start..i]);
                     if i < len {
                         // Any other byte ends the number; it is examined again.
-                        self.end_number(n, self.offset + i as u64, out)?;
+                        self.end_number::<DD, W>(n, self.offset + i as u64, out)?;
                     } else {
                         self.state = State::Number(n);
                     }
@@ -513,7 +533,7 @@ impl JsonToCbor {
                     i += 1;
                     if idx as usize + 1 == word.len() {
                         self.body.push(LITERAL_CBOR[lit as usize]);
-                        self.value_done(out);
+                        self.value_done::<DD, W>(out);
                     } else {
                         self.state = State::Literal { lit, idx: idx + 1 };
                     }
@@ -547,7 +567,7 @@ impl JsonToCbor {
     /// A structural byte (not whitespace) outside strings, numbers and
     /// literals, at `input[i]`. Returns where to continue.
     #[inline(always)]
-    fn structural(
+    fn structural<const DD: bool, const W: bool>(
         &mut self,
         b: u8,
         input: &[u8],
@@ -563,19 +583,19 @@ impl JsonToCbor {
             self.window_check(out);
         }
         match self.state {
-            State::Value => self.begin_value(b, input, i, out),
+            State::Value => self.begin_value::<DD, W>(b, input, i, out),
             State::ArrayFirst => {
                 if b == b']' {
-                    self.close(Container::Array, i, out)?;
+                    self.close::<DD, W>(Container::Array, i, out)?;
                     Ok(i + 1)
                 } else {
-                    self.begin_value(b, input, i, out)
+                    self.begin_value::<DD, W>(b, input, i, out)
                 }
             }
             State::ObjectFirst | State::Key => match b {
-                b'"' => self.begin_string(true, input, i, out),
+                b'"' => self.begin_string::<DD, W>(true, input, i, out),
                 b'}' if self.state == State::ObjectFirst => {
-                    self.close(Container::Object, i, out)?;
+                    self.close::<DD, W>(Container::Object, i, out)?;
                     Ok(i + 1)
                 }
                 _ => Err(self.err(Reason::Syntax, i)),
@@ -598,11 +618,11 @@ impl JsonToCbor {
                     Ok(i + 1)
                 }
                 (b']', Some(Container::Array)) => {
-                    self.close(Container::Array, i, out)?;
+                    self.close::<DD, W>(Container::Array, i, out)?;
                     Ok(i + 1)
                 }
                 (b'}', Some(Container::Object)) => {
-                    self.close(Container::Object, i, out)?;
+                    self.close::<DD, W>(Container::Object, i, out)?;
                     Ok(i + 1)
                 }
                 _ => Err(self.err(Reason::Syntax, i)),
@@ -644,7 +664,7 @@ impl JsonToCbor {
     /// and anything unexpected are left to it. `self.state` is kept up to
     /// date throughout. Returns where it stopped.
     #[inline(never)]
-    fn chain(
+    fn chain<const DD: bool, const W: bool>(
         &mut self,
         input: &[u8],
         mut i: usize,
@@ -656,7 +676,7 @@ impl JsonToCbor {
             State::Value | State::ArrayFirst => false,
             State::AfterValue => {
                 // Finish the pending round first.
-                match self.after_values(input, i, out)? {
+                match self.after_values::<DD, W>(input, i, out)? {
                     (j, Some(key)) => {
                         i = j;
                         key
@@ -672,7 +692,7 @@ impl JsonToCbor {
                     return Ok(i);
                 }
                 self.window_check(out);
-                i = self.begin_string(true, input, i, out)?;
+                i = self.begin_string::<DD, W>(true, input, i, out)?;
                 if self.state != State::Value {
                     return Ok(i);
                 }
@@ -684,7 +704,7 @@ impl JsonToCbor {
                 return Ok(i);
             }
             self.window_check(out);
-            i = self.begin_value(b, input, i, out)?;
+            i = self.begin_value::<DD, W>(b, input, i, out)?;
             match self.state {
                 State::AfterValue => {}
                 State::ObjectFirst => {
@@ -697,7 +717,7 @@ impl JsonToCbor {
                 }
                 _ => return Ok(i),
             }
-            match self.after_values(input, i, out)? {
+            match self.after_values::<DD, W>(input, i, out)? {
                 (j, Some(k)) => {
                     i = j;
                     key = k;
@@ -712,7 +732,7 @@ impl JsonToCbor {
     /// `None` when it stopped for anything else (left to
     /// [`Self::structural`]).
     #[inline(always)]
-    fn after_values(
+    fn after_values<const DD: bool, const W: bool>(
         &mut self,
         input: &[u8],
         mut i: usize,
@@ -731,8 +751,8 @@ impl JsonToCbor {
                     self.state = State::Value;
                     return Ok((i + 1, Some(false)));
                 }
-                (b'}', Container::Object) => self.close(Container::Object, i, out)?,
-                (b']', Container::Array) => self.close(Container::Array, i, out)?,
+                (b'}', Container::Object) => self.close::<DD, W>(Container::Object, i, out)?,
+                (b']', Container::Array) => self.close::<DD, W>(Container::Array, i, out)?,
                 _ => return Ok((i, None)),
             }
             i += 1;
@@ -744,7 +764,7 @@ impl JsonToCbor {
 
     /// A value starts with `b` at `input[i]`. Returns where to continue.
     #[inline(always)]
-    fn begin_value(
+    fn begin_value<const DD: bool, const W: bool>(
         &mut self,
         b: u8,
         input: &[u8],
@@ -759,7 +779,7 @@ impl JsonToCbor {
                 f.count += 1;
             }
         }
-        if self.tag_next_value {
+        if W && self.tag_next_value {
             self.tag_next_value = false;
             self.body.extend_from_slice(&SELF_DESCRIBED);
         }
@@ -779,7 +799,7 @@ impl JsonToCbor {
                 if input.get(i + 1) == Some(&closer) && self.window_fill() < self.opts.window {
                     self.body.push(major);
                     self.inline += 1;
-                    self.value_done(out);
+                    self.value_done::<DD, W>(out);
                     return Ok(i + 2);
                 }
                 // The placeholder is the indefinite head, ready for a flush.
@@ -791,17 +811,17 @@ impl JsonToCbor {
                 });
                 self.body.push(major | 31);
                 self.inline += 1;
-                if kind == Container::Object && self.opts.dedupe_keys {
+                if kind == Container::Object && DD {
                     self.keys.open_map();
                 }
                 self.state = state;
                 Ok(i + 1)
             }
-            b'"' => self.begin_string(false, input, i, out),
+            b'"' => self.begin_string::<DD, W>(false, input, i, out),
             b'-' | b'0'..=b'9' => {
                 if let Some((v, end)) = whole_small_int(input, i, self.opts.limits.max_number_len) {
                     write_int(&mut self.body, v);
-                    self.value_done(out);
+                    self.value_done::<DD, W>(out);
                     return Ok(end);
                 }
                 let n = match b {
@@ -821,7 +841,7 @@ impl JsonToCbor {
                 let word = LITERALS[lit as usize];
                 if input.get(i..i + word.len()) == Some(word) {
                     self.body.push(LITERAL_CBOR[lit as usize]);
-                    self.value_done(out);
+                    self.value_done::<DD, W>(out);
                     return Ok(i + word.len());
                 }
                 self.state = State::Literal { lit, idx: 1 };
@@ -837,7 +857,12 @@ impl JsonToCbor {
         self.state = State::Number(n);
     }
 
-    fn end_number(&mut self, n: Num, at: u64, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn end_number<const DD: bool, const W: bool>(
+        &mut self,
+        n: Num,
+        at: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
         if !matches!(n, Num::Zero | Num::Int | Num::Frac | Num::ExpDigits) {
             return Err(CodecError::new(Reason::Syntax, at));
         }
@@ -847,13 +872,13 @@ impl JsonToCbor {
             Some(JsonNumber::Float(f)) => write_float(&mut self.body, f),
             None => return Err(CodecError::new(Reason::NumberOutOfRange, at)),
         }
-        self.value_done(out);
+        self.value_done::<DD, W>(out);
         Ok(())
     }
 
     /// A string starts with the quote at `input[i]`. Returns where to continue.
     #[inline(always)]
-    fn begin_string(
+    fn begin_string<const DD: bool, const W: bool>(
         &mut self,
         is_key: bool,
         input: &[u8],
@@ -863,11 +888,11 @@ impl JsonToCbor {
         if is_key {
             if let Some(f) = self.stack.last_mut() {
                 f.count += 1;
-                if self.opts.dedupe_keys {
+                if DD {
                     f.entry = NONE;
                 }
             }
-            if self.opts.dedupe_keys {
+            if DD {
                 // Where the pair starts, until the key is known.
                 self.pending_pair = PairLoc {
                     body_start: self.body_base + self.body.len() as u64,
@@ -883,12 +908,12 @@ impl JsonToCbor {
         let mut n = plain_ascii_run(rest);
         if let Some(&stop) = rest.get(n) {
             if stop == b'"' && n <= self.whole_max {
-                return self.whole_string(is_key, &rest[..n], true, input, start + n, out);
+                return self.whole_string::<DD, W>(is_key, &rest[..n], true, input, start + n, out);
             }
             if stop == b'\\' {
                 if let Some(quote) = self.unescape(input, start) {
                     let text = std::mem::take(&mut self.scratch);
-                    let r = self.whole_string(is_key, &text, false, input, quote, out);
+                    let r = self.whole_string::<DD, W>(is_key, &text, false, input, quote, out);
                     self.scratch = text;
                     return r;
                 }
@@ -898,7 +923,14 @@ impl JsonToCbor {
                     && n <= self.whole_max
                     && std::str::from_utf8(&rest[..n]).is_ok()
                 {
-                    return self.whole_string(is_key, &rest[..n], true, input, start + n, out);
+                    return self.whole_string::<DD, W>(
+                        is_key,
+                        &rest[..n],
+                        true,
+                        input,
+                        start + n,
+                        out,
+                    );
                 }
             }
         }
@@ -962,7 +994,7 @@ impl JsonToCbor {
     /// goes straight into the body. `raw`: `s` is the input right before the
     /// quote. Returns where to continue.
     #[inline(always)]
-    fn whole_string(
+    fn whole_string<const DD: bool, const W: bool>(
         &mut self,
         is_key: bool,
         s: &[u8],
@@ -993,33 +1025,39 @@ impl JsonToCbor {
             let before = self.body.len();
             write_head(&mut self.body, self.str_major, n as u64);
             self.inline += self.body.len() - before;
-            self.body.extend_from_slice(s);
+            if raw {
+                copy_run(&mut self.body, input, quote - n, quote);
+            } else {
+                self.body.extend_from_slice(s);
+            }
         }
         let mut next = quote + 1;
         if is_key {
-            if self.opts.dedupe_keys {
+            if DD {
                 if raw {
                     self.keys.padded_key_bytes(&input[quote - n..], n);
                 } else {
                     self.keys.key_bytes(s);
                 }
             }
-            if self.opts.watch && self.stack.len() == 1 {
+            if W && self.stack.len() == 1 {
                 let k = n.min(self.probe.len());
                 self.probe[..k].copy_from_slice(&s[..k]);
                 self.probe_len = k as u8;
             }
-            self.end_key(quote)?;
+            self.end_key::<DD, W>(quote)?;
             self.state = State::Colon;
             // The colon, when it follows at once (compact JSON).
             if input.get(next) == Some(&b':') {
-                self.tag_next_value = self.key_is_object;
+                if W {
+                    self.tag_next_value = self.key_is_object;
+                }
                 self.state = State::Value;
                 next += 1;
             }
             return Ok(next);
         }
-        self.value_done(out);
+        self.value_done::<DD, W>(out);
         Ok(next)
     }
 
@@ -1148,7 +1186,11 @@ impl JsonToCbor {
         }
     }
 
-    fn end_string(&mut self, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn end_string<const DD: bool, const W: bool>(
+        &mut self,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
         let from = self.body.len();
         if self.pending_high.take().is_some() {
             self.body.extend_from_slice(REPLACEMENT);
@@ -1177,23 +1219,25 @@ impl JsonToCbor {
         }
         self.str_slot = NONE;
         if self.str_is_key {
-            self.end_key(i)?;
+            self.end_key::<DD, W>(i)?;
             self.state = State::Colon;
             Ok(())
         } else {
-            self.value_done(out);
+            self.value_done::<DD, W>(out);
             Ok(())
         }
     }
 
     #[inline(always)]
-    fn end_key(&mut self, i: usize) -> Result<(), CodecError> {
-        self.key_is_object = self.opts.watch
-            && self.stack.len() == 1
-            && self.probe_len as usize == 6
-            && &self.probe[..6] == b"object";
-        self.probe_len = 0;
-        if !self.opts.dedupe_keys {
+    fn end_key<const DD: bool, const W: bool>(&mut self, i: usize) -> Result<(), CodecError> {
+        // Without watch mode the probe stays empty and `key_is_object` false.
+        if W {
+            self.key_is_object = self.stack.len() == 1
+                && self.probe_len as usize == 6
+                && &self.probe[..6] == b"object";
+            self.probe_len = 0;
+        }
+        if !DD {
             return Ok(());
         }
         self.dedupe_key(i)
@@ -1232,7 +1276,34 @@ impl JsonToCbor {
         }
     }
 
-    fn close(&mut self, kind: Container, i: usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    /// A closer for `kind` at `input[i]`.
+    #[inline(always)]
+    fn close<const DD: bool, const W: bool>(
+        &mut self,
+        kind: Container,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
+        // The common case inline: the matching container, its placeholder
+        // still buffered, fewer than 24 elements, no key sets to close.
+        if let Some(&f) = self.stack.last() {
+            if f.kind == kind && f.count < 24 && f.head != NONE && !DD {
+                self.stack.pop();
+                self.body[f.head] = kind.major() | f.count as u8;
+                self.value_done::<DD, W>(out);
+                return Ok(());
+            }
+        }
+        self.close_slow::<DD, W>(kind, i, out)
+    }
+
+    #[inline(never)]
+    fn close_slow<const DD: bool, const W: bool>(
+        &mut self,
+        kind: Container,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
         let Some(f) = self.stack.pop() else {
             return Err(self.err(Reason::Syntax, i));
         };
@@ -1252,20 +1323,20 @@ impl JsonToCbor {
                 len: f.count,
             });
         }
-        if kind == Container::Object && self.opts.dedupe_keys {
+        if kind == Container::Object && DD {
             self.keys.close_map();
         }
-        self.value_done(out);
+        self.value_done::<DD, W>(out);
         Ok(())
     }
 
     /// A value just ended.
     #[inline(always)]
-    fn value_done(&mut self, out: &mut Vec<u8>) {
+    fn value_done<const DD: bool, const W: bool>(&mut self, out: &mut Vec<u8>) {
         match self.stack.last() {
             None => self.document_done(out),
             Some(f) => {
-                if self.opts.dedupe_keys && f.kind == Container::Object && f.entry != NONE {
+                if DD && f.kind == Container::Object && f.entry != NONE {
                     self.pair_done(f.entry);
                 }
                 self.state = State::AfterValue;

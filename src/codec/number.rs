@@ -6,6 +6,8 @@
 
 use std::io::Write as _;
 
+use super::buf::extend_prefix;
+
 /// CBOR major types, already shifted into the top three bits.
 pub(crate) const MAJOR_UINT: u8 = 0 << 5;
 pub(crate) const MAJOR_NINT: u8 = 1 << 5;
@@ -28,18 +30,22 @@ pub(crate) fn write_head(out: &mut Vec<u8>, major: u8, arg: u64) {
 }
 
 fn write_long_head(out: &mut Vec<u8>, major: u8, arg: u64) {
-    if arg <= u8::MAX as u64 {
-        out.extend_from_slice(&[major | 24, arg as u8]);
+    // Argument bytes after the head byte: 1, 2, 4 or 8.
+    let (info, n) = if arg <= u8::MAX as u64 {
+        (24, 1)
     } else if arg <= u16::MAX as u64 {
-        out.push(major | 25);
-        out.extend_from_slice(&(arg as u16).to_be_bytes());
+        (25, 2)
     } else if arg <= u32::MAX as u64 {
-        out.push(major | 26);
-        out.extend_from_slice(&(arg as u32).to_be_bytes());
+        (26, 4)
     } else {
-        out.push(major | 27);
-        out.extend_from_slice(&arg.to_be_bytes());
-    }
+        (27, 8)
+    };
+    // The head as one fixed 9-byte copy, cut back to its length: the
+    // argument's `n` low bytes, big-endian, shifted to the front.
+    let mut head = [0u8; 9];
+    head[0] = major | info;
+    head[1..].copy_from_slice(&(arg << (64 - 8 * n)).to_be_bytes());
+    extend_prefix(out, &head, 1 + n as usize);
 }
 
 /// Append an int64 as a CBOR integer.
