@@ -136,8 +136,10 @@ fn timed_run(min_time: Duration, bytes: usize, f: &mut dyn FnMut()) -> (f64, f64
 /// same chances at quiet moments; many short runs rather than a few long ones,
 /// because a run's figure is an average over everything else the machine does
 /// meanwhile). A path whose single call takes longer than `min_time` counts
-/// its warm-up call as a run and gets as many single calls as fit in
-/// [`LONG_PATH_BUDGET`] (at least two), to keep the whole benchmark short.
+/// its warm-up call towards its best run and gets, in the first rounds, as
+/// many single calls as fit in [`LONG_PATH_BUDGET`] (at least
+/// [`LONG_PATH_MIN_RUNS`]), to keep the whole benchmark short. The paths
+/// take their turns in the order of `fs` ([`RUN_ORDER`]).
 /// `--iters N` replaces all this by N untimed calls.
 fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Measured> {
     let mut res = vec![
@@ -169,9 +171,10 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
         let call = bytes as f64 / rate / 1e6;
         if call >= cfg.min_time.as_secs_f64() {
             r.rate = rate;
-            // As many single calls as fit in LONG_PATH_BUDGET, at least two.
+            // As many single calls as fit in LONG_PATH_BUDGET, at least
+            // LONG_PATH_MIN_RUNS (fewer only if fewer rounds were asked for).
             let fit = (LONG_PATH_BUDGET.as_secs_f64() / call) as usize;
-            *runs = fit.clamp(2, cfg.runs.max(2)) - 1;
+            *runs = fit.clamp(LONG_PATH_MIN_RUNS.min(cfg.runs), cfg.runs.max(1));
         }
     }
     for round in 0..cfg.runs {
@@ -191,6 +194,10 @@ fn measure_all(cfg: &Cfg, bytes: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<Meas
 
 /// Time for the runs of a path whose single call outlasts `min_time`.
 const LONG_PATH_BUDGET: Duration = Duration::from_secs(3);
+/// Timed runs of such a path at the least, budget or not: `naive` takes
+/// about two seconds on 84 MB, and its ratios are medians over the rounds in
+/// which it ran (one round, before 2026-11-22).
+const LONG_PATH_MIN_RUNS: usize = 5;
 
 // ------------------------------------------------------------ the paths
 
@@ -312,6 +319,12 @@ struct Scenario {
     watch: bool,
     docs: u64,
 }
+
+/// The order in which the paths take their turns in a round, as indexes
+/// into [`PATHS`]: `validate` between `J→C` and `C→J dd`, so that the runs
+/// each of the two main ratios pairs are next to each other in time
+/// (J→C, validate, C→J dd, C→J, J→C dd, naive).
+const RUN_ORDER: [usize; 6] = [0, 4, 2, 3, 1, 5];
 
 /// The measured paths, in table order: (name for `--only`, column title).
 const PATHS: [(&str, &str); 6] = [
@@ -442,20 +455,22 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
     let mut f_c2j = || run_c2j(&mut c2j_nd, &cbor, &mut o4);
     let mut f_validate = || validate(json, watch);
     let mut f_naive = || naive(json, watch, &mut o5);
-    let all: [&mut dyn FnMut(); 6] = [
-        &mut f_j2c,
-        &mut f_j2c_dd,
-        &mut f_c2j_dd,
-        &mut f_c2j,
-        &mut f_validate,
-        &mut f_naive,
+    let mut all: [Option<&mut dyn FnMut()>; 6] = [
+        Some(&mut f_j2c),
+        Some(&mut f_j2c_dd),
+        Some(&mut f_c2j_dd),
+        Some(&mut f_c2j),
+        Some(&mut f_validate),
+        Some(&mut f_naive),
     ];
     let mut chosen = Vec::new();
     let mut which = Vec::new();
-    for (k, f) in all.into_iter().enumerate() {
+    for k in RUN_ORDER {
         if paths.on(PATHS[k].0) {
-            chosen.push(f);
-            which.push(k);
+            if let Some(f) = all[k].take() {
+                chosen.push(f);
+                which.push(k);
+            }
         }
     }
     let got = measure_all(cfg, n, &mut chosen);
