@@ -276,13 +276,13 @@ impl<P: Copy> KeySets<P> {
 
     /// A whole key, `padded[..n]`: [`Self::key_start`], [`Self::key_bytes`]
     /// and [`Self::key_end`] at once. `padded` may go on past the key: short
-    /// keys are then copied as a fixed 24 bytes (no call) and cut back, and
+    /// keys are then copied as a fixed 32 bytes (no call) and cut back, and
     /// a new key of a small map is recognised without a second look at it.
     #[inline(always)]
     pub fn key(&mut self, padded: &[u8], n: usize, payload: P) -> KeyOutcome {
         if let (Some(chunk), true) = (
-            padded.get(..24).and_then(|c| <&[u8; 24]>::try_from(c).ok()),
-            n <= 24,
+            padded.get(..32).and_then(|c| <&[u8; 32]>::try_from(c).ok()),
+            n <= 32,
         ) {
             if let Some(frame) = self.frames.last_mut() {
                 if !frame.indexed && self.entries.len() - frame.first_entry < INDEX_AFTER {
@@ -588,7 +588,7 @@ mod tests {
                     let got = match next(3) {
                         0 => {
                             let mut padded = key.clone();
-                            padded.extend((0..next(30)).map(|_| b'?'));
+                            padded.extend((0..next(40)).map(|_| b'?'));
                             match k.key(&padded, n, step) {
                                 KeyOutcome::New(_) => None,
                                 KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
@@ -700,7 +700,7 @@ mod tests {
             .collect();
         for (i, key) in keys.iter().enumerate().take(30) {
             let mut padded = key.as_bytes().to_vec();
-            padded.extend_from_slice(&[b'?'; 24]);
+            padded.extend_from_slice(&[b'?'; 32]);
             assert_eq!(k.key(&padded, key.len(), i as u32), KeyOutcome::New(i));
         }
         for (i, key) in keys.iter().enumerate().skip(30) {
@@ -710,7 +710,7 @@ mod tests {
         k.open_map();
         for (i, key) in keys.iter().enumerate().take(5) {
             let mut padded = key.as_bytes().to_vec();
-            padded.extend_from_slice(&[b'?'; 24]);
+            padded.extend_from_slice(&[b'?'; 32]);
             assert!(matches!(
                 k.key(&padded, key.len(), i as u32),
                 KeyOutcome::New(_)

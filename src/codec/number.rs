@@ -107,8 +107,10 @@ pub(crate) fn interpret_json_number(text: &[u8], integral: bool) -> Option<JsonN
 /// Append an int64 in decimal.
 #[inline]
 pub(crate) fn write_decimal_i64(out: &mut Vec<u8>, v: i64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
+    // Digits (and sign) right-aligned at `buf[..20]`, then written as one
+    // fixed 20-byte copy from where they start, cut back to their length.
+    let mut buf = [0u8; 40];
+    let mut i = 20;
     let neg = v < 0;
     let mut n = v.unsigned_abs();
     loop {
@@ -120,9 +122,12 @@ pub(crate) fn write_decimal_i64(out: &mut Vec<u8>, v: i64) {
         }
     }
     if neg {
-        out.push(b'-');
+        i -= 1;
+        buf[i] = b'-';
     }
-    out.extend_from_slice(&buf[i..]);
+    let mut chunk = [0u8; 20];
+    chunk.copy_from_slice(&buf[i..i + 20]);
+    extend_prefix(out, &chunk, 20 - i);
 }
 
 /// Append a finite float64 exactly as Go's `encoding/json` prints it:
@@ -227,6 +232,49 @@ mod tests {
                 0xff, 0xff
             ]
         );
+    }
+
+    #[test]
+    fn heads_at_every_width_boundary() {
+        for (arg, want) in [
+            (23u64, &[0x57u8][..]),
+            (24, &[0x58, 24]),
+            (255, &[0x58, 0xff]),
+            (256, &[0x59, 0x01, 0x00]),
+            (65535, &[0x59, 0xff, 0xff]),
+            (65536, &[0x5a, 0x00, 0x01, 0x00, 0x00]),
+            (u32::MAX as u64, &[0x5a, 0xff, 0xff, 0xff, 0xff]),
+            (1 << 32, &[0x5b, 0, 0, 0, 1, 0, 0, 0, 0]),
+            (
+                u64::MAX,
+                &[0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            ),
+        ] {
+            let mut v = vec![0xaa];
+            write_head(&mut v, MAJOR_BYTES, arg);
+            assert_eq!(&v[1..], want, "arg {arg}");
+            assert_eq!(v[0], 0xaa);
+        }
+    }
+
+    #[test]
+    fn decimal_i64_text() {
+        for v in [
+            0,
+            7,
+            -7,
+            10,
+            -10,
+            1234567890,
+            -999_999_999_999,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ] {
+            let mut out = b"x".to_vec();
+            write_decimal_i64(&mut out, v);
+            assert_eq!(out, format!("x{v}").as_bytes());
+        }
     }
 
     #[test]
