@@ -198,6 +198,20 @@ enum State {
     },
 }
 
+/// `t.method::<DD, W>(args)`, with `DD` and `W` the transcoder's own
+/// options (duplicate detection, watch mode): the one place where they
+/// become the const parameters of the token path.
+macro_rules! with_options {
+    ($t:ident . $method:ident ( $($arg:expr),* )) => {
+        match ($t.opts.dedupe_keys, $t.opts.watch) {
+            (false, false) => $t.$method::<false, false>($($arg),*),
+            (false, true) => $t.$method::<false, true>($($arg),*),
+            (true, false) => $t.$method::<true, false>($($arg),*),
+            (true, true) => $t.$method::<true, true>($($arg),*),
+        }
+    };
+}
+
 const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
 const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
 
@@ -355,12 +369,7 @@ impl JsonToCbor {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let r = match (self.opts.dedupe_keys, self.opts.watch) {
-            (false, false) => self.run::<false, false>(input, out),
-            (false, true) => self.run::<false, true>(input, out),
-            (true, false) => self.run::<true, false>(input, out),
-            (true, true) => self.run::<true, true>(input, out),
-        };
+        let r = with_options!(self.run(input, out));
         self.offset += input.len() as u64;
         if let Err(e) = r {
             self.error = Some(e);
@@ -384,12 +393,7 @@ impl JsonToCbor {
     fn finish_inner(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
         let at = self.offset;
         if let State::Number(n) = self.state {
-            match (self.opts.dedupe_keys, self.opts.watch) {
-                (false, false) => self.end_number::<false, false>(n, at, out)?,
-                (false, true) => self.end_number::<false, true>(n, at, out)?,
-                (true, false) => self.end_number::<true, false>(n, at, out)?,
-                (true, true) => self.end_number::<true, true>(n, at, out)?,
-            }
+            with_options!(self.end_number(n, at, out))?;
         }
         match self.state {
             State::TopDone => Ok(()),
