@@ -16,42 +16,48 @@ pub enum ProxyCommand {
 
 #[derive(Args, Default)]
 pub struct ServeArgs {
-    /// Configuration file (TOML; see config.toml for every key).
-    #[arg(long)]
+    /// Configuration file (TOML; see config.toml for every key). Flags override it.
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Proxy listen address (server.listen).
-    #[arg(long)]
+    /// Proxy listen address (server.listen) [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Upstream apiserver URL, http:// or https:// (upstream.url).
-    #[arg(long)]
+    /// Upstream apiserver URL, http:// or https:// (upstream.url). Required, here or in
+    /// the config file.
+    #[arg(long, value_name = "URL")]
     pub upstream: Option<String>,
-    /// Admin listen address for /metrics, /healthz, /readyz (server.admin).
-    #[arg(long)]
+    /// Admin listen address for /metrics, /healthz, /readyz (server.admin)
+    /// [default: 127.0.0.1:9464].
+    #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
-    /// auto | legacy | native | upgrade (upstream.mode).
+    /// How to treat the upstream (upstream.mode) [default: auto].
     #[arg(long)]
     pub mode: Option<Mode>,
-    /// TLS certificate for the proxy listener (server.tls_cert).
-    #[arg(long, requires = "tls_key")]
+    /// TLS certificate for the proxy listener, PEM; reloaded when it changes (server.tls_cert).
+    #[arg(long, requires = "tls_key", value_name = "FILE")]
     pub tls_cert: Option<String>,
-    /// TLS key for the proxy listener (server.tls_key).
-    #[arg(long, requires = "tls_cert")]
+    /// TLS key for the proxy listener, PEM (server.tls_key).
+    #[arg(long, requires = "tls_cert", value_name = "FILE")]
     pub tls_key: Option<String>,
-    /// CA bundle that signs the upstream's certificate (upstream.ca_file).
-    #[arg(long)]
+    /// CA bundle that signs the upstream's certificate, PEM; reloaded when it changes
+    /// (upstream.ca_file) [default: the system roots].
+    #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<String>,
-    /// Client certificate for the upstream (upstream.client_cert).
-    #[arg(long, requires = "upstream_client_key")]
+    /// Client certificate for the upstream, PEM (upstream.client_cert).
+    #[arg(long, requires = "upstream_client_key", value_name = "FILE")]
     pub upstream_client_cert: Option<String>,
-    /// Client key for the upstream (upstream.client_key).
-    #[arg(long, requires = "upstream_client_cert")]
+    /// Client key for the upstream, PEM (upstream.client_key).
+    #[arg(long, requires = "upstream_client_cert", value_name = "FILE")]
     pub upstream_client_key: Option<String>,
     /// Do not verify the upstream certificate; for tests (upstream.insecure_skip_verify).
     #[arg(long)]
     pub upstream_insecure_skip_verify: bool,
-    /// text or json (log.format).
-    #[arg(long)]
+    /// Log format (log.format) [default: text].
+    #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
+    /// Log level (log.level; RUST_LOG wins when set) [default: info].
+    #[arg(long, value_parser = crate::config::LOG_LEVELS)]
+    pub log_level: Option<String>,
 }
 
 impl clap::ValueEnum for Mode {
@@ -101,6 +107,7 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     set(&mut c.upstream.client_cert, &args.upstream_client_cert);
     set(&mut c.upstream.client_key, &args.upstream_client_key);
     set(&mut c.log.format, &args.log_format);
+    set(&mut c.log.level, &args.log_level);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
     }
@@ -108,6 +115,12 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         c.upstream.insecure_skip_verify = true;
     }
     c.validate()?;
+    if c.upstream.url.is_empty() {
+        return Err(ConfigError(
+            "upstream.url is not set: give --upstream URL, or upstream.url in the --config file"
+                .into(),
+        ));
+    }
     Ok(c)
 }
 
@@ -143,9 +156,8 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                 }
             };
             init_logging(&config);
-            let drain = crate::server::DrainTimes::of(&config);
             match crate::server::build(config) {
-                Ok(server) => crate::server::run(server, drain),
+                Ok(built) => crate::server::run(built),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)

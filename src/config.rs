@@ -20,6 +20,17 @@ pub enum Mode {
     Upgrade,
 }
 
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Legacy => "legacy",
+            Mode::Native => "native",
+            Mode::Upgrade => "upgrade",
+        }
+    }
+}
+
 impl std::str::FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -34,6 +45,9 @@ impl std::str::FromStr for Mode {
         }
     }
 }
+
+/// The values `log.level` takes.
+pub const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
 
 /// The largest request head pingora reads at all (its own fixed limit is one byte less
 /// than 1 MiB of raw head); `server.max_header_bytes` may only lower it.
@@ -91,7 +105,7 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
-    /// `http://host:port` or `https://host:port` of the apiserver.
+    /// `http://host:port` or `https://host:port` of the apiserver; empty = not set.
     pub url: String,
     pub mode: Mode,
     /// CA bundle (PEM) to verify the upstream; empty: the system roots.
@@ -114,7 +128,7 @@ pub struct UpstreamConfig {
 impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {
-            url: "http://127.0.0.1:8001".into(),
+            url: String::new(),
             mode: Mode::Auto,
             ca_file: String::new(),
             client_cert: String::new(),
@@ -253,7 +267,10 @@ impl Config {
 
     /// Check values that types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        UpstreamUrl::parse(&self.upstream.url)?;
+        // Empty is "not set": `serve` requires it (cli::load), `demo` sets its own.
+        if !self.upstream.url.is_empty() {
+            UpstreamUrl::parse(&self.upstream.url)?;
+        }
         for (key, addr) in [
             ("server.listen", &self.server.listen),
             ("server.admin", &self.server.admin),
@@ -285,6 +302,26 @@ impl Config {
                 "log.format: {:?} is not text or json",
                 self.log.format
             )));
+        }
+        if !LOG_LEVELS.contains(&self.log.level.as_str()) {
+            return Err(ConfigError(format!(
+                "log.level: {:?} is not one of {}",
+                self.log.level,
+                LOG_LEVELS.join(", ")
+            )));
+        }
+        if let (Ok(l), Ok(a)) = (
+            self.server.listen.parse::<std::net::SocketAddr>(),
+            self.server.admin.parse::<std::net::SocketAddr>(),
+        ) {
+            let overlap = l.port() == a.port()
+                && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified());
+            if overlap {
+                return Err(ConfigError(format!(
+                    "server.listen ({l}) and server.admin ({a}) must be different ports: the admin \
+                     listener is never the proxy port"
+                )));
+            }
         }
         if self.server.max_header_bytes == 0 || self.server.max_header_bytes > MAX_HEADER_BYTES {
             return Err(ConfigError(format!(

@@ -59,6 +59,15 @@ pub fn run(args: DemoArgs) -> ExitCode {
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = Mode::Legacy;
     crate::cli::init_logging(&config);
+    // Bind-check and load everything before printing: the lines must never be
+    // printed for a proxy that is not there (or for whatever owns the port).
+    let built = match crate::server::build(config) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("cborgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // The printed lines call this very executable, so they work as printed.
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
@@ -79,12 +88,5 @@ pub fn run(args: DemoArgs) -> ExitCode {
          \n\nCtrl-C stops.",
         admin = args.admin
     );
-    let drain = crate::server::DrainTimes::of(&config);
-    match crate::server::build(config) {
-        Ok(server) => crate::server::run(server, drain),
-        Err(e) => {
-            eprintln!("cborgate: {e}");
-            ExitCode::from(2)
-        }
-    }
+    crate::server::run(built)
 }

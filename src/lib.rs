@@ -9,6 +9,7 @@
 //! - [`tools`], [`cli`], [`demo`]: the commands.
 
 pub mod admin;
+pub mod admission;
 pub mod cli;
 pub mod codec;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod demo;
 pub mod metrics;
 pub mod negotiate;
 pub mod proxy;
+pub mod reload;
 pub mod server;
 pub mod standin;
 pub mod status;

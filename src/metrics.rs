@@ -6,8 +6,8 @@
 //! client library, read from `/proc` at each scrape ([`process_families`]).
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::sync::OnceLock;
 
@@ -36,6 +36,10 @@ pub struct Metrics {
     pub watch_events_total: IntCounterVec,
     pub upgrades_active: IntGaugeVec,
     pub build_info: IntGaugeVec,
+    pub upstream_resolve_failures_total: IntCounter,
+    pub upstream_ready: IntGauge,
+    pub reloads_total: IntCounterVec,
+    pub panics_total: IntCounter,
 }
 
 impl Metrics {
@@ -99,6 +103,18 @@ impl Metrics {
             build_info: family!(
                 IntGaugeVec::new(Opts::new("cborgate_build_info", "Always 1; the version label says which cborgate is running."), &["version"]).expect("valid metric"),
                 "cborgate_build_info", "gauge", "Always 1; the version label says which cborgate is running."),
+            upstream_resolve_failures_total: family!(
+                IntCounter::new("cborgate_upstream_resolve_failures_total", "Failed DNS lookups of the upstream's host name.").expect("valid metric"),
+                "cborgate_upstream_resolve_failures_total", "counter", "Failed DNS lookups of the upstream's host name."),
+            upstream_ready: family!(
+                IntGauge::new("cborgate_upstream_ready", "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise.").expect("valid metric"),
+                "cborgate_upstream_ready", "gauge", "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise."),
+            reloads_total: family!(
+                counter("cborgate_reloads_total", "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client) and result (success, failure).", &["file", "result"]),
+                "cborgate_reloads_total", "counter", "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client) and result (success, failure)."),
+            panics_total: family!(
+                IntCounter::new("cborgate_panics_total", "Panics caught while serving a request (each is a bug; the request was answered or its connection closed).").expect("valid metric"),
+                "cborgate_panics_total", "counter", "Panics caught while serving a request (each is a bug; the request was answered or its connection closed)."),
             registry,
             families,
         };

@@ -1,26 +1,34 @@
-//! Assembles and runs the pingora server: the proxy service (plain or TLS
-//! with h2 + http/1.1 ALPN) and the admin service, with graceful shutdown on
-//! SIGTERM (stop accepting, let requests finish within the grace period).
+//! Assembles and runs the pingora server. Start-up checks come first: every
+//! certificate, key and CA file loads, and every listener can be bound, or the
+//! process exits 2 with one line naming the key and the problem before
+//! anything serves. Then the services: the proxy (plain, or TLS with h2 and
+//! http/1.1 by ALPN and a certificate that reloads), the admin listener, the
+//! upstream readiness probe and the certificate reloader. SIGTERM drains
+//! (stop accepting, let requests finish within the grace period); SIGHUP
+//! reloads certificates.
 
 use crate::admin::Admin;
-use crate::config::{Config, ConfigError};
+use crate::admission::Admission;
+use crate::config::{Config, ConfigError, UpstreamUrl};
+use crate::proxy::upstream::{ReadinessProbe, Upstream};
 use crate::proxy::Gate;
+use crate::reload::{Reloader, ServingCert, UpstreamTls};
 use async_trait::async_trait;
 use pingora::server::configuration::{Opt, ServerConf};
-use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
+use pingora::services::background::{background_service, BackgroundService};
 use pingora::services::listening::Service;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Short (not long-running) requests in flight; shutdown waits for them.
-pub static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// How often certificate, key and CA files are looked at for changes.
+const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
-/// Long-running requests (watches, exec, attach, port-forward, followed logs) open now.
-pub static LONG_RUNNING: AtomicUsize = AtomicUsize::new(0);
-
-/// Set on SIGTERM: `/readyz` answers 503 and every response closes its connection.
-pub static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+/// How long the listeners may take to accept connections after start-up
+/// before the process gives up (exit 1) instead of living on half-started.
+const START_DEADLINE: Duration = Duration::from_secs(10);
 
 /// How SIGTERM drains (`server.shutdown_delay_seconds`, `server.grace_period_seconds`).
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +54,7 @@ impl DrainTimes {
 /// long-running streams are ended then; clients re-watch. SIGINT: fast exit.
 struct Drain {
     times: DrainTimes,
+    admission: Arc<Admission>,
 }
 
 #[async_trait]
@@ -65,7 +74,7 @@ impl ShutdownSignalWatch for Drain {
             _ = quit.recv() => {}
             _ = int.recv() => return ShutdownSignal::FastShutdown,
         }
-        SHUTTING_DOWN.store(true, Ordering::Release);
+        self.admission.start_draining();
         let DrainTimes { delay, grace } = self.times;
         if !delay.is_zero() {
             tracing::info!(
@@ -75,71 +84,249 @@ impl ShutdownSignalWatch for Drain {
             tokio::time::sleep(delay).await;
         }
         tracing::info!(grace_seconds = grace.as_secs(), "SIGTERM: draining");
+        let admission = self.admission.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            while IN_FLIGHT.load(Ordering::Acquire) > 0 && started.elapsed() < grace {
+            while admission.short_in_flight() > 0 && started.elapsed() < grace {
                 std::thread::sleep(Duration::from_millis(25));
             }
-            tracing::info!(
-                in_flight = IN_FLIGHT.load(Ordering::Acquire),
-                "drained; exiting"
-            );
+            tracing::info!(in_flight = admission.short_in_flight(), "drained; exiting");
             std::process::exit(0);
         });
         ShutdownSignal::GracefulTerminate
     }
 }
 
-/// Run until SIGTERM (drain, exit 0) or SIGINT (exit at once).
-pub fn run(server: Server, times: DrainTimes) -> ! {
-    server.run(RunArgs {
-        shutdown_signal: Box::new(Drain { times }),
-    });
-    std::process::exit(0)
+/// The certificate reloader as a pingora background service.
+struct Reloading(Mutex<Option<Reloader>>);
+
+#[async_trait]
+impl BackgroundService for Reloading {
+    async fn start(&self, shutdown: ShutdownWatch) {
+        let reloader = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(r) = reloader {
+            r.run(RELOAD_INTERVAL, shutdown).await;
+        }
+    }
 }
 
-/// Build the server. Errors are configuration problems (exit status 2).
-pub fn build(config: Config) -> Result<Server, ConfigError> {
+/// A server ready to run, and what `run` needs beside it.
+pub struct Built {
+    server: Server,
+    admission: Arc<Admission>,
+    drain: DrainTimes,
+    listen: SocketAddr,
+    admin: SocketAddr,
+    /// The start-up line.
+    summary: String,
+}
+
+/// Can `addr` be listened on? Bound as pingora binds it (std sets SO_REUSEADDR
+/// on Unix, so a port whose old connections linger in TIME_WAIT is fine), then
+/// let go.
+fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<(), ConfigError> {
+    std::net::TcpListener::bind(addr)
+        .map(drop)
+        .map_err(|e| ConfigError(format!("{key} ({flag}): cannot listen on {addr}: {e}")))
+}
+
+/// Build the server. Every error is a configuration problem (exit status 2)
+/// whose message names the key or flag.
+pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
     // The vendored pingora-core's start-of-connection read timeout (see its README.cborgate.md).
     pingora::protocols::http::v1::server::DEFAULT_READ_TIMEOUT_SECS.store(
         config.server.request_read_timeout_seconds,
         Ordering::Relaxed,
     );
+    let listen: SocketAddr = config.server.listen.parse().map_err(|_| {
+        ConfigError(format!(
+            "server.listen: {:?} is not an IP:PORT address",
+            config.server.listen
+        ))
+    })?;
+    let admin_addr: SocketAddr = config.server.admin.parse().map_err(|_| {
+        ConfigError(format!(
+            "server.admin: {:?} is not an IP:PORT address",
+            config.server.admin
+        ))
+    })?;
+    // Files first: a missing certificate is named before a busy port is.
+    let serving = if config.server.tls_cert.is_empty() {
+        None
+    } else {
+        Some(
+            ServingCert::load(&config.server.tls_cert, &config.server.tls_key)
+                .map_err(ConfigError)?,
+        )
+    };
+    let upstream_tls = UpstreamTls::load(
+        &config.upstream.ca_file,
+        &config.upstream.client_cert,
+        &config.upstream.client_key,
+    )
+    .map_err(ConfigError)?;
+    check_listen("server.listen", "--listen", listen)?;
+    check_listen("server.admin", "--admin", admin_addr)?;
+
     let config = Arc::new(config);
     let conf = ServerConf {
         threads: config.server.threads,
         // The drain watchdog exits earlier when nothing is in flight.
         grace_period_seconds: Some(config.server.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(1),
-        ca_file: (!config.upstream.ca_file.is_empty()).then(|| config.upstream.ca_file.clone()),
         ..ServerConf::default()
     };
-    let opt = Opt::default();
-    let mut server = Server::new_with_opt_and_conf(Some(opt), conf);
+    let mut server = Server::new_with_opt_and_conf(Some(Opt::default()), conf);
     server.bootstrap();
 
-    let gate = Gate::new(config.clone())?;
+    let admission = Admission::new();
+    let upstream = Arc::new(Upstream::new(&config, upstream_tls.clone())?);
+    let gate = Gate::new(config.clone(), upstream.clone(), admission.clone());
     let admin = Admin {
-        upstream: crate::config::UpstreamUrl::parse(&config.upstream.url)?,
-        readiness: gate.readiness(),
+        readiness: upstream.readiness.clone(),
         capabilities: gate.capabilities(),
+        admission: admission.clone(),
     };
     let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, gate);
-    if config.server.tls_cert.is_empty() {
-        proxy.add_tcp(&config.server.listen);
-    } else {
-        let mut tls = pingora::listeners::tls::TlsSettings::intermediate(
-            &config.server.tls_cert,
-            &config.server.tls_key,
-        )
-        .map_err(|e| ConfigError(format!("server.tls_cert/tls_key: {e}")))?;
-        tls.enable_h2();
-        proxy.add_tls_with_settings(&config.server.listen, None, tls);
-    }
+    let scheme = match &serving {
+        None => {
+            proxy.add_tcp(&config.server.listen);
+            "http"
+        }
+        Some(cert) => {
+            let mut tls = pingora::listeners::tls::TlsSettings::intermediate("", "")
+                .map_err(|e| ConfigError(format!("server.tls_cert/tls_key: {e}")))?;
+            tls.set_cert_resolver(cert.clone());
+            tls.enable_h2();
+            proxy.add_tls_with_settings(&config.server.listen, None, tls);
+            "https"
+        }
+    };
     let mut admin_service = Service::new("cborgate admin".to_string(), admin);
     admin_service.add_tcp(&config.server.admin);
+    let client = (!config.upstream.client_cert.is_empty()).then(|| {
+        (
+            config.upstream.client_cert.clone(),
+            config.upstream.client_key.clone(),
+        )
+    });
+    let reloader = Reloader::new(
+        serving.map(|c| {
+            (
+                c,
+                config.server.tls_cert.clone(),
+                config.server.tls_key.clone(),
+            )
+        }),
+        &upstream_tls,
+        &config.upstream.ca_file,
+        client,
+    );
     server.add_service(proxy);
     server.add_service(admin_service);
-    Ok(server)
+    server.add_service(background_service(
+        "readiness probe",
+        ReadinessProbe(upstream.clone()),
+    ));
+    server.add_service(background_service(
+        "certificate reload",
+        Reloading(Mutex::new(Some(reloader))),
+    ));
+    let url = UpstreamUrl::parse(&config.upstream.url)?;
+    let summary = format!(
+        "cborgate {} serving {scheme}://{listen} in {} mode, upstream {}://{}:{}{}, admin http://{admin_addr}",
+        env!("CARGO_PKG_VERSION"),
+        config.upstream.mode.as_str(),
+        if url.tls { "https" } else { "http" },
+        url.host,
+        url.port,
+        if config.upstream.insecure_skip_verify {
+            " (certificate NOT verified)"
+        } else {
+            ""
+        },
+    );
+    Ok(Built {
+        server,
+        admission,
+        drain: DrainTimes::of(&config),
+        listen,
+        admin: admin_addr,
+        summary,
+    })
+}
+
+/// Panics: each is counted and logged on one line. One before the listeners
+/// accept connections means a half-started process: it exits 1 instead of
+/// living on with a dead thread.
+fn install_panic_hook(started: Arc<AtomicBool>) {
+    std::panic::set_hook(Box::new(move |info| {
+        crate::metrics::metrics().panics_total.inc();
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        if started.load(Ordering::Acquire) {
+            tracing::error!(%location, %message, "panic (a bug): the request it served was ended");
+        } else {
+            eprintln!("cborgate: start-up failed: panic at {location}: {message}");
+            std::process::exit(1);
+        }
+    }));
+}
+
+/// Wait until both listeners accept connections; exit 1 if they never do.
+fn watch_start(listen: SocketAddr, admin: SocketAddr, started: Arc<AtomicBool>, summary: String) {
+    std::thread::spawn(move || {
+        let t = Instant::now();
+        let up = |a: SocketAddr| {
+            std::net::TcpStream::connect_timeout(&loopback(a), Duration::from_millis(200)).is_ok()
+        };
+        while !(up(listen) && up(admin)) {
+            if t.elapsed() > START_DEADLINE {
+                eprintln!(
+                    "cborgate: start-up failed: not accepting connections on {listen} and {admin} after {} s",
+                    START_DEADLINE.as_secs()
+                );
+                std::process::exit(1);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        started.store(true, Ordering::Release);
+        tracing::info!("{summary}");
+    });
+}
+
+/// A connectable address for a listener bound to the unspecified address.
+fn loopback(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(v) if v.ip().is_unspecified() => {
+            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, v.port()))
+        }
+        SocketAddr::V6(v) if v.ip().is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, v.port()))
+        }
+        other => other,
+    }
+}
+
+/// Run until SIGTERM (drain, exit 0) or SIGINT (exit at once).
+pub fn run(built: Built) -> ! {
+    let started = Arc::new(AtomicBool::new(false));
+    install_panic_hook(started.clone());
+    watch_start(built.listen, built.admin, started, built.summary);
+    built.server.run(RunArgs {
+        shutdown_signal: Box::new(Drain {
+            times: built.drain,
+            admission: built.admission,
+        }),
+    });
+    std::process::exit(0)
 }

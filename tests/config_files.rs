@@ -87,3 +87,209 @@ fn bad_configuration_exits_2_naming_the_key() {
         "{err}"
     );
 }
+
+/// Run `cborgate serve ARGS` and wait (at most 10 s) for it to exit; returns
+/// its exit code, its stderr and how long it lived. A process still running
+/// after 10 s is killed and reported as code `None`.
+fn serve_fails(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cborgate"))
+        .arg("serve")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (code, err, started.elapsed())
+}
+
+/// Exit status 2, quickly, with exactly one line on stderr containing every `names`.
+fn assert_fails_naming(args: &[&str], names: &[&str]) {
+    let (code, err, took) = serve_fails(args);
+    assert_eq!(code, Some(2), "serve {args:?}: {err}");
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line, not {lines:?}");
+    for n in names {
+        assert!(lines[0].contains(n), "{n:?} not named in {:?}", lines[0]);
+    }
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cborgate-start-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn busy_ports_fail_at_start_naming_the_flag() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = busy.local_addr().map(|a| (busy, a)).unwrap();
+    let addr = busy.1.to_string();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    let up = "http://127.0.0.1:1";
+    let admin = free();
+    assert_fails_naming(
+        &["--upstream", up, "--listen", &addr, "--admin", &admin],
+        &["--listen", "server.listen", &addr, "in use"],
+    );
+    let listen = free();
+    assert_fails_naming(
+        &["--upstream", up, "--listen", &listen, "--admin", &addr],
+        &["--admin", "server.admin", &addr, "in use"],
+    );
+    // The same port for both is refused before anything is bound.
+    let same = free();
+    assert_fails_naming(
+        &["--upstream", up, "--listen", &same, "--admin", &same],
+        &["server.listen", "server.admin"],
+    );
+    let port = free().rsplit_once(':').unwrap().1.to_string();
+    assert_fails_naming(
+        &[
+            "--upstream",
+            up,
+            "--listen",
+            &format!("0.0.0.0:{port}"),
+            "--admin",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &["server.listen", "server.admin"],
+    );
+    drop(busy);
+}
+
+#[test]
+fn unreadable_certificate_files_fail_at_start_naming_the_file() {
+    let dir = temp_dir("files");
+    let missing = dir.join("missing.pem");
+    let missing = missing.to_str().unwrap();
+    let garbage = dir.join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").unwrap();
+    let garbage = garbage.to_str().unwrap();
+    let up = "http://127.0.0.1:1";
+    assert_fails_naming(
+        &[
+            "--upstream",
+            up,
+            "--tls-cert",
+            missing,
+            "--tls-key",
+            missing,
+        ],
+        &["server.tls_cert", missing],
+    );
+    assert_fails_naming(
+        &[
+            "--upstream",
+            up,
+            "--tls-cert",
+            garbage,
+            "--tls-key",
+            garbage,
+        ],
+        &["server.tls_cert", garbage],
+    );
+    assert_fails_naming(
+        &[
+            "--upstream",
+            "https://127.0.0.1:1",
+            "--upstream-ca",
+            missing,
+        ],
+        &["upstream.ca_file", missing],
+    );
+    assert_fails_naming(
+        &[
+            "--upstream",
+            "https://127.0.0.1:1",
+            "--upstream-ca",
+            garbage,
+        ],
+        &["upstream.ca_file", garbage],
+    );
+    assert_fails_naming(
+        &[
+            "--upstream",
+            "https://127.0.0.1:1",
+            "--upstream-client-cert",
+            missing,
+            "--upstream-client-key",
+            missing,
+        ],
+        &["upstream.client_cert", missing],
+    );
+}
+
+#[test]
+fn a_bad_log_level_or_no_upstream_fails_at_start() {
+    let dir = temp_dir("level");
+    for level in ["verbose", "warning"] {
+        let f = dir.join(format!("{level}.toml"));
+        std::fs::write(&f, format!("[log]\nlevel = \"{level}\"\n")).unwrap();
+        assert_fails_naming(
+            &[
+                "--upstream",
+                "http://127.0.0.1:1",
+                "--config",
+                f.to_str().unwrap(),
+            ],
+            &["log.level", level],
+        );
+    }
+    // The flag takes only the documented values (clap's own message names them).
+    let (code, err, _) =
+        serve_fails(&["--upstream", "http://127.0.0.1:1", "--log-level", "verbose"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--log-level") && err.contains("warn"), "{err}");
+    // A forgotten --upstream is an error, not a proxy to some default address.
+    assert_fails_naming(&[], &["upstream.url", "--upstream"]);
+}
+
+#[test]
+fn serve_help_shows_defaults_and_values() {
+    let o = Command::new(env!("CARGO_BIN_EXE_cborgate"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    let d = cborgate::config::Config::default();
+    for want in [
+        d.server.listen.as_str(),
+        d.server.admin.as_str(),
+        "--log-level",
+        "[possible values: text, json]",
+        "[possible values: error, warn, info, debug, trace, off]",
+        "[possible values: auto, legacy, native, upgrade]",
+    ] {
+        assert!(help.contains(want), "serve --help lacks {want:?}:\n{help}");
+    }
+}

@@ -215,3 +215,111 @@ fn watches_are_never_timed_out_waiting_for_headers() {
     );
     assert_eq!(r.status, 504);
 }
+
+/// The upstream's name does not resolve: every request is a 503 Status with
+/// Retry-After (never a panic, an empty reply or a leaked admission slot), and
+/// service resumes on its own once the name resolves. cborgate runs in a mount
+/// namespace of its own whose `/etc/hosts` the test rewrites (`unshare`, as
+/// root, as CI runs).
+#[test]
+fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
+    use cborgate::standin::{StandIn, StandInOptions};
+    use support::harness::{eventually, free_port, wait_for};
+    use support::http::once;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let standin = rt
+        .block_on(StandIn::start(
+            "127.0.0.1:0".parse().unwrap(),
+            StandInOptions::default(),
+        ))
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("cborgate-dns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, "127.0.0.1 localhost\n").unwrap();
+    let conf = dir.join("c.toml");
+    let limit = 2;
+    std::fs::write(
+        &conf,
+        format!("[server]\nmax_requests_inflight = {limit}\n"),
+    )
+    .unwrap();
+    let name = "cborgate-upstream.test";
+    let (proxy, admin) = (free_port(), free_port());
+    let mut child = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/hosts && exec "$@""#)
+        .arg(&hosts)
+        .arg(env!("CARGO_BIN_EXE_cborgate"))
+        .args([
+            "serve",
+            "--mode",
+            "legacy",
+            "--config",
+            conf.to_str().unwrap(),
+        ])
+        .args([
+            "--listen",
+            &proxy.to_string(),
+            "--admin",
+            &admin.to_string(),
+        ])
+        .args([
+            "--upstream",
+            &format!("http://{name}:{}", standin.addr().port()),
+        ])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("unshare runs");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Exits at once (and fails here) where a mount namespace cannot be made: run as root.
+    wait_for(proxy, &mut child);
+    let child = Kill(child);
+    const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
+    let accept = [("Accept", "application/json")];
+    for _ in 0..limit * 5 {
+        let r = once(proxy, "GET", CM, &accept, None);
+        assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.header("retry-after"), Some("1"));
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["reason"], "ServiceUnavailable");
+        assert!(v["message"].as_str().unwrap().contains(name), "{v}");
+    }
+    assert_eq!(once(admin, "GET", "/readyz", &[], None).status, 503);
+    assert_eq!(once(admin, "GET", "/healthz", &[], None).status, 200);
+    // The name resolves now.
+    std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {name}\n")).unwrap();
+    let t = std::time::Instant::now();
+    while once(proxy, "GET", CM, &accept, None).status != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "service did not resume"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // More requests than the admission limit, one after another: no slot leaked.
+    for _ in 0..limit * 5 {
+        assert_eq!(once(proxy, "GET", CM, &accept, None).status, 200);
+    }
+    eventually(10, "/readyz 200", || {
+        once(admin, "GET", "/readyz", &[], None).status == 200
+    });
+    let metrics = String::from_utf8(once(admin, "GET", "/metrics", &[], None).body).unwrap();
+    let failures = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cborgate_upstream_resolve_failures_total "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(failures >= Some(1.0), "{failures:?}");
+    drop(child);
+}

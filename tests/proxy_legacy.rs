@@ -7,7 +7,7 @@ mod support;
 
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
 use serde_json::{json, Value};
-use support::harness::Harness;
+use support::harness::{eventually, Harness};
 use support::http::{once, Conn, Resp};
 
 const CBOR: &str = "application/cbor";
@@ -848,4 +848,17 @@ fn metrics_families_exist_and_move() {
     // Nothing identifying in labels.
     assert!(!h.metrics().contains("demo-config"));
     assert!(!h.metrics().contains("namespace=\""));
+}
+
+#[test]
+fn readyz_turns_503_within_seconds_of_the_upstream_dying() {
+    let mut h = Harness::start("legacy", &[]);
+    let ready = |h: &Harness| once(h.admin, "GET", "/readyz", &[], None).status;
+    eventually(10, "/readyz 200", || ready(&h) == 200);
+    // The upstream goes away; no client request is made.
+    drop(h.standin.take());
+    eventually(10, "/readyz 503 after the upstream died", || {
+        ready(&h) == 503
+    });
+    assert_eq!(once(h.admin, "GET", "/healthz", &[], None).status, 200);
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::harness::Harness;
+use support::harness::{eventually, Harness};
 
 struct Pki {
     dir: PathBuf,
@@ -336,4 +336,211 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
         None,
     );
     assert_eq!(r.status, 503);
+}
+
+/// A rustls client configuration trusting every certificate in `cas`.
+fn trusting(cas: &[&CertificateDer<'static>]) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in cas {
+        roots.add((*ca).clone()).unwrap();
+    }
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+async fn tls_connect(addr: std::net::SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> Tls {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(cfg.clone())
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// The certificate a new TLS connection to `addr` is served.
+async fn served(
+    addr: std::net::SocketAddr,
+    cfg: &Arc<rustls::ClientConfig>,
+) -> CertificateDer<'static> {
+    tls_connect(addr, cfg)
+        .await
+        .get_ref()
+        .1
+        .peer_certificates()
+        .unwrap()[0]
+        .clone()
+}
+
+/// Lay out `files` from `from` the way a Kubernetes Secret volume does: the
+/// names are symlinks through `..data`, itself a symlink to a versioned
+/// directory, swapped atomically by a rename.
+fn secret_volume_swap(dir: &Path, version: &str, from: &Path, files: &[&str]) {
+    let v = dir.join(version);
+    std::fs::create_dir_all(&v).unwrap();
+    for f in files {
+        std::fs::copy(from.join(f), v.join(f)).unwrap();
+        let link = dir.join(f);
+        if link.symlink_metadata().is_err() {
+            std::os::unix::fs::symlink(Path::new("..data").join(f), &link).unwrap();
+        }
+    }
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(version, &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+}
+
+#[test]
+fn the_serving_certificate_reloads_from_a_secret_volume_and_on_sighup() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (v1, v2) = (pki("serve-v1"), pki("serve-v2"));
+    let dir = std::env::temp_dir().join(format!("cborgate-secret-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = ["server.pem", "server.key"];
+    secret_volume_swap(&dir, "v1", &v1.dir, &files);
+    let h = Harness::start(
+        "legacy",
+        &[
+            "--tls-cert",
+            &path(&dir, "server.pem"),
+            "--tls-key",
+            &path(&dir, "server.key"),
+        ],
+    );
+    let cfg = trusting(&[&v1.ca_der, &v2.ca_der]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(served(h.proxy, &cfg)), v1.server.0);
+    // A watch opened with the old certificate.
+    let mut watch = rt.block_on(async {
+        let mut w = tls_connect(h.proxy, &cfg).await;
+        w.write_all(b"GET /api/v1/namespaces/demo/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = w.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        w
+    });
+
+    secret_volume_swap(&dir, "v2", &v2.dir, &files);
+    eventually(10, "new connections get the new certificate", || {
+        rt.block_on(served(h.proxy, &cfg)) == v2.server.0
+    });
+    // The watch opened before the swap still delivers events.
+    h.standin().emit_configmaps("demo", 1);
+    rt.block_on(async {
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !String::from_utf8_lossy(&seen).contains("emit-") {
+                let n = watch.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the watch ended");
+                seen.extend_from_slice(&buf[..n]);
+            }
+        })
+        .await
+        .expect("the open watch survived the reload");
+    });
+    let reloads = |h: &Harness| {
+        h.metric(
+            "cborgate_reloads_total",
+            &[("file", "serving"), ("result", "success")],
+        )
+    };
+    let before = reloads(&h);
+    assert!(before >= 1.0);
+    // SIGHUP reloads (even with nothing changed) and never kills.
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &h.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    eventually(10, "SIGHUP reloads", || reloads(&h) > before);
+    let mut h = h;
+    assert!(
+        h.child.try_wait().unwrap().is_none(),
+        "SIGHUP killed the process"
+    );
+    assert_eq!(rt.block_on(served(h.proxy, &cfg)), v2.server.0);
+}
+
+#[test]
+fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
+    let p = pki("ca-good");
+    let wrong = pki("ca-wrong");
+    let base = Harness::start("legacy", &[]);
+    let (tls_addr, _seen) = tls_upstream(&p, base.upstream, &base.rt);
+    let dir = std::env::temp_dir().join(format!("cborgate-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::copy(wrong.dir.join("ca.pem"), &ca).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(
+        &format!("https://localhost:{}", tls_addr.port()),
+        "legacy",
+        &[
+            "--upstream-ca",
+            ca.to_str().unwrap(),
+            "--upstream-client-cert",
+            &path(&p.dir, "client.pem"),
+            "--upstream-client-key",
+            &path(&p.dir, "client.key"),
+        ],
+        rt,
+    );
+    let get = |h: &Harness| {
+        support::http::once(
+            h.proxy,
+            "GET",
+            "/api/v1/namespaces/demo/configmaps/demo-config",
+            &[("Accept", "application/cbor")],
+            None,
+        )
+        .status
+    };
+    let ready = |h: &Harness| support::http::once(h.admin, "GET", "/readyz", &[], None);
+    // The wrong CA: TCP connects, the handshake fails, so /readyz says so.
+    eventually(10, "/readyz 503 with the wrong CA", || {
+        ready(&h).status == 503
+    });
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
+    let why = String::from_utf8_lossy(&ready(&h).body).to_string();
+    assert!(why.contains("cannot connect"), "{why}");
+    assert_eq!(get(&h), 503);
+    // The right CA arrives on disk (written aside, then renamed over the old one).
+    let tmp = dir.join("ca.pem.tmp");
+    std::fs::copy(p.dir.join("ca.pem"), &tmp).unwrap();
+    std::fs::rename(&tmp, &ca).unwrap();
+    eventually(10, "requests succeed with the new CA", || get(&h) == 200);
+    eventually(10, "/readyz 200 with the new CA", || {
+        ready(&h).status == 200
+    });
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 1.0);
+    assert!(
+        h.metric(
+            "cborgate_reloads_total",
+            &[("file", "upstream_ca"), ("result", "success")]
+        ) >= 1.0
+    );
+    // A bad file on disk is refused, and the good CA stays in use.
+    std::fs::write(&ca, "garbage").unwrap();
+    eventually(10, "a failed reload is counted", || {
+        h.metric(
+            "cborgate_reloads_total",
+            &[("file", "upstream_ca"), ("result", "failure")],
+        ) >= 1.0
+    });
+    assert_eq!(get(&h), 200);
 }

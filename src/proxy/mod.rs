@@ -8,6 +8,7 @@ pub mod body;
 pub mod capabilities;
 pub mod upstream;
 
+use crate::admission::{Admission, Slot};
 use crate::config::Config;
 use crate::metrics::metrics;
 use crate::negotiate::{
@@ -20,9 +21,8 @@ use bytes::Bytes;
 use capabilities::{Capabilities, Learned};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
-use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
 use pingora::{Error, ErrorType};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use upstream::Upstream;
@@ -30,9 +30,18 @@ use upstream::Upstream;
 /// The proxy.
 pub struct Gate {
     config: Arc<Config>,
-    upstream: Upstream,
+    upstream: Arc<Upstream>,
     mode: UpstreamMode,
     caps: Arc<Capabilities>,
+    admission: Arc<Admission>,
+}
+
+/// A Status cborgate answers itself once the request has failed.
+pub struct LocalError {
+    status: Status,
+    format: StatusFormat,
+    /// Send `Retry-After: 1` (the failure is expected to pass).
+    retry_after: bool,
 }
 
 /// The largest CBOR body `auto` mode sends upstream as CBOR first: pingora
@@ -50,7 +59,11 @@ pub struct RequestCtx {
     /// The response actually sent to the client is CBOR.
     transcoding_response: bool,
     /// An error cborgate answers itself once the request has failed.
-    local_error: Option<(Status, StatusFormat)>,
+    local_error: Option<LocalError>,
+    /// The format of the Status cborgate answered with, if it answered itself.
+    local_reply: Option<StatusFormat>,
+    /// Why cborgate answered with an error Status (for the request log).
+    reason: Option<String>,
     upstream_started: Option<Instant>,
     upstream_time: Option<Duration>,
     watch_counted: bool,
@@ -64,15 +77,14 @@ pub struct RequestCtx {
     cbor_passthrough: bool,
     /// Counted in `cborgate_upgrades_active` with this protocol label.
     upgrade: Option<&'static str>,
-    /// The admission counter this request is counted in (`server::IN_FLIGHT`
-    /// or `server::LONG_RUNNING`), released when it ends.
-    admitted: Option<&'static AtomicUsize>,
+    /// This request's admission slot; dropping it (when the request ends, on
+    /// any path, panics included) gives it back.
+    admitted: Option<Slot>,
     status: u16,
 }
 
 impl Gate {
-    pub fn new(config: Arc<Config>) -> Result<Self, crate::config::ConfigError> {
-        let upstream = Upstream::new(&config)?;
+    pub fn new(config: Arc<Config>, upstream: Arc<Upstream>, admission: Arc<Admission>) -> Self {
         let mode = match config.upstream.mode {
             crate::config::Mode::Auto => UpstreamMode::Auto,
             crate::config::Mode::Legacy => UpstreamMode::Legacy,
@@ -82,12 +94,13 @@ impl Gate {
         let caps = Arc::new(Capabilities::new(Duration::from_secs(
             config.upstream.capability_ttl_seconds,
         )));
-        Ok(Gate {
+        Gate {
             config,
             upstream,
             mode,
             caps,
-        })
+            admission,
+        }
     }
 
     /// What `/debug/capabilities` reads.
@@ -149,7 +162,7 @@ impl Gate {
     /// clients move to another replica before the listener closes; otherwise kept alive
     /// (when the client allows it) for `server.idle_timeout_seconds` of idleness.
     fn connection_reuse(&self, session: &mut Session) {
-        if crate::server::SHUTTING_DOWN.load(Ordering::Acquire) {
+        if self.admission.is_draining() {
             session.set_keepalive(None);
         } else if session.get_keepalive().is_some() {
             session.set_keepalive(Some(self.config.server.idle_timeout_seconds));
@@ -194,14 +207,13 @@ impl Gate {
     ) -> Result<bool> {
         ctx.status = status.code;
         ctx.plan = Some(plan);
+        ctx.local_reply = Some(format);
+        if status.code >= 400 {
+            ctx.reason = Some(status.message.clone());
+        }
         self.write_status(session, status, format, retry_after)
             .await?;
         Ok(true)
-    }
-
-    /// What `/readyz` reads.
-    pub fn readiness(&self) -> Arc<upstream::Readiness> {
-        self.upstream.readiness.clone()
     }
 
     /// The format of a Status cborgate writes: what a CBOR-enabled server
@@ -295,6 +307,8 @@ impl ProxyHttp for Gate {
             response_codec: None,
             transcoding_response: false,
             local_error: None,
+            local_reply: None,
+            reason: None,
             upstream_started: None,
             upstream_time: None,
             watch_counted: false,
@@ -348,26 +362,24 @@ impl ProxyHttp for Gate {
         }
         // Admission, as kube-apiserver's max-in-flight filter: short requests and
         // long-running ones are counted apart, and both answer 429 with Retry-After.
-        let (counter, limit) = if p.long_running {
-            (
-                &crate::server::LONG_RUNNING,
-                limits.max_long_running_requests,
-            )
+        let limit = if p.long_running {
+            limits.max_long_running_requests
         } else {
-            (&crate::server::IN_FLIGHT, limits.max_requests_inflight)
+            limits.max_requests_inflight
         };
-        ctx.admitted = Some(counter);
-        let before = counter.fetch_add(1, Ordering::AcqRel);
-        if limit > 0 && before >= limit {
-            let status = Status::new(
-                429,
-                "TooManyRequests",
-                "Too many requests, please try again later.",
-            );
-            let format = Self::status_format(Some(&p));
-            return self
-                .reply_locally(session, ctx, p, &status, format, true)
-                .await;
+        match self.admission.admit(p.long_running, limit) {
+            Ok(slot) => ctx.admitted = Some(slot),
+            Err(_) => {
+                let status = Status::new(
+                    429,
+                    "TooManyRequests",
+                    "Too many requests, please try again later.",
+                );
+                let format = Self::status_format(Some(&p));
+                return self
+                    .reply_locally(session, ctx, p, &status, format, true)
+                    .await;
+            }
         }
         if let Some(reply) = &p.reply {
             let (status, format) = reply_status(reply);
@@ -422,7 +434,18 @@ impl ProxyHttp for Gate {
     ) -> Result<Box<HttpPeer>> {
         let long_running = ctx.plan.as_ref().is_some_and(|p| p.long_running);
         ctx.upstream_started = Some(Instant::now());
-        Ok(self.upstream.peer(long_running))
+        match self.upstream.resolver.resolve().await {
+            Ok(addr) => Ok(self.upstream.peer(addr, long_running)),
+            Err(why) => {
+                let status = Status::new(503, "ServiceUnavailable", why.clone());
+                ctx.local_error = Some(LocalError {
+                    status,
+                    format: Self::status_format(ctx.plan.as_ref()),
+                    retry_after: true,
+                });
+                Err(Error::explain(ErrorType::ConnectError, why))
+            }
+        }
     }
 
     async fn upstream_request_filter(
@@ -492,7 +515,11 @@ impl ProxyHttp for Gate {
         let limit = self.config.codec.max_request_body_bytes as u64;
         let incoming = body.as_ref().map_or(0, |b| b.len() as u64);
         if codec.bytes_in() + incoming > limit {
-            ctx.local_error = Some((too_large(limit), Self::status_format(ctx.plan.as_ref())));
+            ctx.local_error = Some(LocalError {
+                status: too_large(limit),
+                format: Self::status_format(ctx.plan.as_ref()),
+                retry_after: false,
+            });
             return Err(Error::new(ErrorType::HTTPStatus(413)));
         }
         match codec.chunk(body.as_ref(), end_of_stream) {
@@ -512,14 +539,15 @@ impl ProxyHttp for Gate {
                     Some(BodyAction::JsonToCbor { .. }) => "JSON",
                     _ => "CBOR",
                 };
-                ctx.local_error = Some((
-                    Status::new(
+                ctx.local_error = Some(LocalError {
+                    status: Status::new(
                         400,
                         "BadRequest",
                         format!("the request body is not valid {what}: {e}"),
                     ),
-                    Self::status_format(ctx.plan.as_ref()),
-                ));
+                    format: Self::status_format(ctx.plan.as_ref()),
+                    retry_after: false,
+                });
                 Err(Error::new(ErrorType::HTTPStatus(400)))
             }
         }
@@ -590,7 +618,6 @@ impl ProxyHttp for Gate {
         if let Some(t) = ctx.upstream_started {
             ctx.upstream_time.get_or_insert(t.elapsed());
         }
-        self.upstream.saw_response();
         let m = metrics();
         if ctx.status == 101 {
             let proto = session
@@ -710,26 +737,23 @@ impl ProxyHttp for Gate {
         }
     }
 
-    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
-        // Bad request bodies are the client's problem, answered with a Status;
-        // clients hanging up on a watch is how watches end.
-        matches!(e.etype(), ErrorType::HTTPStatus(400 | 413))
-            || (e.esource() == &pingora::ErrorSource::Downstream
-                && matches!(
-                    e.etype(),
-                    ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
-                ))
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, _e: &Error) -> bool {
+        // `logging` writes the one line per request, with the error in it, and
+        // `fail_to_proxy` one WARN line per upstream failure: pingora's own
+        // ERROR line would say the same thing a second time.
+        true
     }
 
-    fn fail_to_connect(
+    fn suppress_proxy_warn_log(
         &self,
-        _session: &mut Session,
-        _peer: &HttpPeer,
-        _ctx: &mut RequestCtx,
-        e: Box<Error>,
-    ) -> Box<Error> {
-        self.upstream.saw_failure();
-        e
+        _session: &Session,
+        ctx: &RequestCtx,
+        e: &Error,
+        _context: ProxyWarnLogContext,
+    ) -> bool {
+        // The 415 replay is auto mode working as designed (counted in
+        // `cborgate_fallbacks_total`), not something to warn about.
+        ctx.replay && matches!(e.etype(), ErrorType::HTTPStatus(415))
     }
 
     async fn fail_to_proxy(
@@ -738,68 +762,35 @@ impl ProxyHttp for Gate {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        let format = Self::status_format(ctx.plan.as_ref());
-        let (status, retry_after) = if let Some((s, f)) = ctx.local_error.take() {
-            (Some((s, f)), false)
-        } else {
-            use ErrorType::*;
-            match e.etype() {
-                ConnectTimedout | ConnectRefused | ConnectNoRoute | ConnectError
-                | TLSHandshakeFailure | TLSHandshakeTimedout | ConnectProxyFailure | BindError => (
-                    Some((
-                        Status::new(
-                            503,
-                            "ServiceUnavailable",
-                            format!(
-                                "the upstream apiserver is unavailable: {}",
-                                e.etype().as_str()
-                            ),
-                        ),
-                        format,
-                    )),
-                    true,
-                ),
-                HTTPStatus(415) => (
-                    Some((
-                        Status::new(
-                            415,
-                            "UnsupportedMediaType",
-                            "the upstream refused the CBOR body and it was too large to replay as JSON",
-                        ),
-                        format,
-                    )),
-                    false,
-                ),
-                ReadTimedout if ctx.status == 0 => (
-                    Some((
-                        Status::new(
-                            504,
-                            "Timeout",
-                            "the upstream apiserver did not send response headers in time",
-                        ),
-                        format,
-                    )),
-                    false,
-                ),
-                _ if e.esource() == &pingora::ErrorSource::Upstream && ctx.status == 0 => (
-                    Some((
-                        Status::new(
-                            503,
-                            "ServiceUnavailable",
-                            "the upstream apiserver closed the connection before answering",
-                        ),
-                        format,
-                    )),
-                    true,
-                ),
-                _ => (None, false),
+        if let (None, Some(t)) = (ctx.upstream_time, ctx.upstream_started) {
+            ctx.upstream_time = Some(t.elapsed());
+        }
+        let local = match ctx.local_error.take() {
+            Some(l) => Some(l),
+            None => {
+                let l = upstream_failure(e, ctx.status, Self::status_format(ctx.plan.as_ref()));
+                if l.as_ref().is_some_and(|l| l.status.code >= 500) {
+                    // One line per upstream failure, with what pingora knows of it.
+                    tracing::warn!(error = %e, "upstream request failed");
+                }
+                l
             }
         };
         let mut code = 0;
-        if let Some((s, f)) = status {
+        if let Some(LocalError {
+            status,
+            format,
+            retry_after,
+        }) = local
+        {
             if session.response_written().is_none() {
-                code = s.code;
-                if let Err(we) = self.write_status(session, &s, f, retry_after).await {
+                code = status.code;
+                ctx.local_reply = Some(format);
+                ctx.reason = Some(status.message.clone());
+                if let Err(we) = self
+                    .write_status(session, &status, format, retry_after)
+                    .await
+                {
                     tracing::debug!(error = %we, "could not write the error response");
                 }
             }
@@ -815,9 +806,8 @@ impl ProxyHttp for Gate {
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let m = metrics();
-        if let Some(counter) = ctx.admitted.take() {
-            counter.fetch_sub(1, Ordering::AcqRel);
-        }
+        // Give the admission slot back (dropping it would too, on any path).
+        ctx.admitted.take();
         if ctx.watch_counted {
             m.watch_streams_active.dec();
             ctx.watch_counted = false;
@@ -827,36 +817,35 @@ impl ProxyHttp for Gate {
         }
         let code = match (ctx.status, session.response_written()) {
             (0, Some(r)) => r.status.as_u16(),
+            // Nothing was answered: the client went away first (nginx's 499).
+            (0, None) => CLIENT_CLOSED,
             (c, _) => c,
         };
         let (verb, req_fmt, resp_fmt) = match ctx.plan.as_ref() {
             Some(p) => (
                 p.verb,
                 p.request_format.as_str(),
-                if ctx.transcoding_response || ctx.cbor_passthrough || p.reply.is_some() {
-                    p.response_format.as_str()
-                } else if p.response_format == Format::Cbor {
+                match ctx.local_reply {
+                    Some(StatusFormat::Cbor) => Format::Cbor.as_str(),
+                    Some(_) => Format::Json.as_str(),
+                    None if ctx.transcoding_response || ctx.cbor_passthrough => {
+                        p.response_format.as_str()
+                    }
                     // CBOR was chosen but the upstream answered otherwise.
-                    "other"
-                } else {
-                    p.response_format.as_str()
+                    None if p.response_format == Format::Cbor => "other",
+                    None => p.response_format.as_str(),
                 },
             ),
             None => ("OTHER", "none", "none"),
         };
-        let code_label = if code == 0 {
-            "0".to_string()
-        } else {
-            code.to_string()
-        };
         m.requests_total
-            .with_label_values(&[verb, &code_label, req_fmt, resp_fmt])
+            .with_label_values(&[verb, &code.to_string(), req_fmt, resp_fmt])
             .inc();
         let elapsed = ctx.started.elapsed();
         m.request_duration_seconds
             .with_label_values(&[verb, resp_fmt])
             .observe(elapsed.as_secs_f64());
-        let codec_ms = ctx
+        let codec = ctx
             .response_codec
             .as_ref()
             .map_or(Duration::ZERO, |c| c.codec_time())
@@ -865,6 +854,12 @@ impl ProxyHttp for Gate {
                 .as_ref()
                 .map_or(Duration::ZERO, |c| c.codec_time());
         let req = session.req_header();
+        let user_agent = req
+            .headers
+            .get("user-agent")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()));
+        let client = session.client_addr();
+        let error = e.map(|e| e.etype().as_str());
         tracing::info!(
             method = %req.method,
             path = %req.uri.path(),
@@ -872,11 +867,66 @@ impl ProxyHttp for Gate {
             verb,
             request_format = req_fmt,
             response_format = resp_fmt,
-            upstream_ms = ctx.upstream_time.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-            codec_ms = codec_ms.as_secs_f64() * 1000.0,
-            total_ms = elapsed.as_secs_f64() * 1000.0,
-            error = e.map(|e| e.etype().as_str()).unwrap_or(""),
+            upstream_ms = ms(ctx.upstream_time.unwrap_or_default()),
+            codec_ms = ms(codec),
+            total_ms = ms(elapsed),
+            client = client.map(tracing::field::display),
+            user_agent = user_agent.as_deref(),
+            error,
+            reason = ctx.reason.as_deref(),
             "request"
         );
+    }
+}
+
+/// The status label of a request cborgate never answered because the client
+/// closed its connection first (nginx's "client closed request").
+const CLIENT_CLOSED: u16 = 499;
+
+/// Milliseconds, rounded to the microsecond, for log fields: `0.036`, not
+/// `0.035667000000000004`.
+fn ms(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
+/// The Status for a failure on the way to or from the upstream, when pingora
+/// reports one and cborgate has not already decided its own (`local_error`).
+/// `status` is the upstream's status code if its head arrived (then nothing
+/// can be answered any more).
+fn upstream_failure(e: &Error, status: u16, format: StatusFormat) -> Option<LocalError> {
+    use ErrorType::*;
+    let unavailable = |message: String| LocalError {
+        status: Status::new(503, "ServiceUnavailable", message),
+        format,
+        retry_after: true,
+    };
+    match e.etype() {
+        ConnectTimedout | ConnectRefused | ConnectNoRoute | ConnectError | TLSHandshakeFailure
+        | TLSHandshakeTimedout | ConnectProxyFailure | BindError => Some(unavailable(format!(
+            "the upstream apiserver is unavailable: {}",
+            e.etype().as_str()
+        ))),
+        HTTPStatus(415) => Some(LocalError {
+            status: Status::new(
+                415,
+                "UnsupportedMediaType",
+                "the upstream refused the CBOR body and it was too large to replay as JSON",
+            ),
+            format,
+            retry_after: false,
+        }),
+        ReadTimedout if status == 0 => Some(LocalError {
+            status: Status::new(
+                504,
+                "Timeout",
+                "the upstream apiserver did not send response headers in time",
+            ),
+            format,
+            retry_after: false,
+        }),
+        _ if e.esource() == &pingora::ErrorSource::Upstream && status == 0 => Some(unavailable(
+            "the upstream apiserver closed the connection before answering".into(),
+        )),
+        _ => None,
     }
 }

@@ -1,61 +1,216 @@
-//! The upstream apiserver: how to reach it (peer, TLS, timeouts) and what is
-//! known about whether it answers (for `/readyz`).
+//! The upstream apiserver: where it is (its name resolved without blocking a
+//! worker, and again as it changes), how to reach it (peer, TLS material from
+//! [`crate::reload::UpstreamTls`], timeouts), and whether it answers now (the
+//! readiness probe behind `/readyz`).
 
 use crate::config::{Config, ConfigError, UpstreamUrl};
+use crate::metrics::metrics;
+use crate::reload::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
 use pingora::Result;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// Whether the upstream has been seen answering.
-#[derive(Debug, Default)]
-pub struct Readiness(AtomicU8);
+/// A resolved address is used for this long; after that the next request starts
+/// a lookup in the background and goes on with the address it has. Kubernetes
+/// Services' DNS records have a TTL of 5 s (CoreDNS's default `ttl 5` for the
+/// `kubernetes` plugin), so this follows an address that moves.
+const REFRESH: Duration = Duration::from_secs(5);
 
-const ANSWERING: u8 = 1;
-const UNREACHABLE: u8 = 2;
+/// With no address at all, a failed lookup is repeated at most this often: a
+/// burst of requests during a DNS outage costs one lookup, not one each.
+const NEGATIVE: Duration = Duration::from_secs(1);
+
+/// The longest a lookup may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+type LookupFuture = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send>>;
+
+/// How a host name becomes addresses: the system resolver by default (on
+/// tokio's blocking pool, never on a worker), a fake in tests.
+pub type Lookup = Arc<dyn Fn(String, u16) -> LookupFuture + Send + Sync>;
+
+fn system_lookup() -> Lookup {
+    Arc::new(|host, port| {
+        Box::pin(async move {
+            Ok(tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .collect())
+        })
+    })
+}
+
+#[derive(Default)]
+struct DnsState {
+    addr: Option<SocketAddr>,
+    resolved_at: Option<Instant>,
+    failed: Option<(Instant, String)>,
+}
+
+/// The upstream's host name, resolved.
+pub struct Resolver {
+    host: String,
+    port: u16,
+    /// Set when the URL names an IP address: nothing to resolve.
+    literal: Option<SocketAddr>,
+    lookup: Lookup,
+    state: Mutex<DnsState>,
+    /// One lookup at a time.
+    in_flight: tokio::sync::Mutex<()>,
+    refreshing: AtomicBool,
+}
+
+impl Resolver {
+    pub fn new(host: &str, port: u16, lookup: Option<Lookup>) -> Arc<Self> {
+        Arc::new(Resolver {
+            host: host.to_string(),
+            port,
+            literal: host
+                .parse::<std::net::IpAddr>()
+                .ok()
+                .map(|ip| SocketAddr::new(ip, port)),
+            lookup: lookup.unwrap_or_else(system_lookup),
+            state: Mutex::new(DnsState::default()),
+            in_flight: tokio::sync::Mutex::new(()),
+            refreshing: AtomicBool::new(false),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, DnsState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The address to connect to. An address once resolved stays in use while
+    /// a newer lookup is under way or fails (a DNS hiccup does not take the
+    /// proxy down); `Err` only when no lookup has ever succeeded.
+    pub async fn resolve(self: &Arc<Self>) -> std::result::Result<SocketAddr, String> {
+        if let Some(a) = self.literal {
+            return Ok(a);
+        }
+        let (cached, stale) = {
+            let s = self.state();
+            (s.addr, s.resolved_at.is_none_or(|t| t.elapsed() >= REFRESH))
+        };
+        if let Some(addr) = cached {
+            if stale && !self.refreshing.swap(true, Ordering::AcqRel) {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    let _ = me.lookup_now().await;
+                    me.refreshing.store(false, Ordering::Release);
+                });
+            }
+            return Ok(addr);
+        }
+        let _one = self.in_flight.lock().await;
+        {
+            let s = self.state();
+            if let Some(addr) = s.addr {
+                return Ok(addr);
+            }
+            if let Some((at, why)) = &s.failed {
+                if at.elapsed() < NEGATIVE {
+                    return Err(why.clone());
+                }
+            }
+        }
+        self.lookup_now().await
+    }
+
+    async fn lookup_now(&self) -> std::result::Result<SocketAddr, String> {
+        let found =
+            tokio::time::timeout(LOOKUP_TIMEOUT, (self.lookup)(self.host.clone(), self.port)).await;
+        let result = match found {
+            Ok(Ok(addrs)) => addrs
+                .into_iter()
+                .next()
+                .ok_or_else(|| "the name has no addresses".to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "the lookup took longer than {} s",
+                LOOKUP_TIMEOUT.as_secs()
+            )),
+        };
+        let mut s = self.state();
+        match result {
+            Ok(addr) => {
+                if s.addr != Some(addr) {
+                    tracing::info!(host = %self.host, %addr, "upstream address resolved");
+                }
+                s.addr = Some(addr);
+                s.resolved_at = Some(Instant::now());
+                s.failed = None;
+                Ok(addr)
+            }
+            Err(e) => {
+                metrics().upstream_resolve_failures_total.inc();
+                let why = format!("cannot resolve the upstream host {}: {e}", self.host);
+                if s.failed.is_none() {
+                    // Once per outage; the counter has every failure.
+                    tracing::warn!(host = %self.host, error = %e, kept = ?s.addr, "upstream DNS lookup failed");
+                }
+                s.failed = Some((Instant::now(), why.clone()));
+                Err(why)
+            }
+        }
+    }
+}
+
+/// Whether the upstream answered the last readiness probe, and why not.
+#[derive(Debug)]
+pub struct Readiness {
+    ready: AtomicBool,
+    why: Mutex<String>,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness {
+            ready: AtomicBool::new(false),
+            why: Mutex::new("the upstream has not been probed yet".into()),
+        }
+    }
+}
 
 impl Readiness {
-    pub fn answered(&self) {
-        self.0.store(ANSWERING, Ordering::Relaxed);
+    pub fn set(&self, ready: bool, why: String) {
+        self.ready.store(ready, Ordering::Release);
+        metrics().upstream_ready.set(i64::from(ready));
+        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
-    pub fn failed(&self) {
-        self.0.store(UNREACHABLE, Ordering::Relaxed);
-    }
-    /// `Some(true)`: answered last time; `Some(false)`: unreachable; `None`: unknown.
-    pub fn state(&self) -> Option<bool> {
-        match self.0.load(Ordering::Relaxed) {
-            ANSWERING => Some(true),
-            UNREACHABLE => Some(false),
-            _ => None,
-        }
+
+    /// `(ready, reason)`.
+    pub fn get(&self) -> (bool, String) {
+        let why = self.why.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        (self.ready.load(Ordering::Acquire), why)
     }
 }
 
 pub struct Upstream {
     pub url: UpstreamUrl,
-    /// Client certificate and key presented to the upstream, if configured.
-    client_cert: Option<Arc<pingora::utils::tls::CertKey>>,
+    pub tls: Arc<UpstreamTls>,
+    pub resolver: Arc<Resolver>,
     connect_timeout: Duration,
     header_timeout: Duration,
     insecure: bool,
     pub readiness: Arc<Readiness>,
 }
 
+/// How often `/readyz`'s probe runs, and how long one may take.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
 impl Upstream {
-    pub fn new(config: &Config) -> Result<Self, ConfigError> {
-        let client_cert = if config.upstream.client_cert.is_empty() {
-            None
-        } else {
-            Some(Arc::new(load_cert_key(
-                &config.upstream.client_cert,
-                &config.upstream.client_key,
-            )?))
-        };
+    pub fn new(config: &Config, tls: Arc<UpstreamTls>) -> Result<Self, ConfigError> {
+        let url = UpstreamUrl::parse(&config.upstream.url)?;
         Ok(Upstream {
-            client_cert,
-            url: UpstreamUrl::parse(&config.upstream.url)?,
+            resolver: Resolver::new(&url.host, url.port, None),
+            url,
+            tls,
             connect_timeout: Duration::from_millis(config.upstream.connect_timeout_ms),
             header_timeout: Duration::from_secs(config.upstream.response_header_timeout_seconds),
             insecure: config.upstream.insecure_skip_verify,
@@ -63,21 +218,20 @@ impl Upstream {
         })
     }
 
-    /// A peer for one request. Long-running requests (watches, upgrades,
-    /// followed logs) get no read timeout at all.
-    pub fn peer(&self, long_running: bool) -> Box<HttpPeer> {
-        let mut peer = HttpPeer::new(
-            (self.url.host.as_str(), self.url.port),
-            self.url.tls,
-            self.url.host.clone(),
-        );
+    /// A peer for one request to `addr`. Long-running requests (watches,
+    /// upgrades, followed logs) get no read timeout at all.
+    pub fn peer(&self, addr: SocketAddr, long_running: bool) -> Box<HttpPeer> {
+        let mut peer = HttpPeer::new(addr, self.url.tls, self.url.host.clone());
         peer.options.connection_timeout = Some(self.connect_timeout);
         peer.options.read_timeout = if long_running {
             None
         } else {
             Some(self.header_timeout)
         };
-        peer.client_cert_key = self.client_cert.clone();
+        peer.client_cert_key = self.tls.client();
+        peer.options.ca = self.tls.ca();
+        // Pooled connections are reused only with the credentials they were made with.
+        peer.group_key = self.tls.generation();
         // pingora forwards only WebSocket upgrades by default; kubectl falls
         // back to SPDY/3.1 for exec, attach and port-forward, so keep any
         // upgrade handshake whole (this applies only when `Upgrade` is present).
@@ -90,41 +244,193 @@ impl Upstream {
         Box::new(peer)
     }
 
+    /// The Host header the upstream expects when the client sent none.
+    fn host_header(&self) -> String {
+        if self.url.host.contains(':') {
+            format!("[{}]:{}", self.url.host, self.url.port)
+        } else {
+            format!("{}:{}", self.url.host, self.url.port)
+        }
+    }
+
     /// Keep the client's Host unless it is missing (HTTP/2 uses :authority).
     pub fn rewrite_host(&self, req: &mut RequestHeader) -> Result<()> {
         if req.headers.get("host").is_none() {
-            let host = if self.url.host.contains(':') {
-                format!("[{}]:{}", self.url.host, self.url.port)
-            } else {
-                format!("{}:{}", self.url.host, self.url.port)
-            };
-            req.insert_header("Host", host)?;
+            req.insert_header("Host", self.host_header())?;
         }
         Ok(())
     }
 
-    pub fn saw_response(&self) {
-        self.readiness.answered();
-    }
-
-    pub fn saw_failure(&self) {
-        self.readiness.failed();
+    /// One readiness probe: `GET /readyz` over a new connection made exactly as
+    /// requests make theirs (address, TLS, CA, client certificate). Any answer
+    /// below 500 means requests would reach a working server now (a 401 or 403
+    /// means the probe itself is not authorised, not that the server is down);
+    /// 5xx, a failed connection, handshake or timeout mean not ready.
+    pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
+        let attempt = async {
+            let addr = self.resolver.resolve().await?;
+            let peer = self.peer(addr, false);
+            let (mut session, _) = connector
+                .get_http_session(&*peer)
+                .await
+                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+            let mut req =
+                RequestHeader::build("GET", b"/readyz", None).map_err(|e| e.to_string())?;
+            req.insert_header("Host", self.host_header())
+                .map_err(|e| e.to_string())?;
+            req.insert_header(
+                "User-Agent",
+                concat!("cborgate/", env!("CARGO_PKG_VERSION"), " readiness"),
+            )
+            .map_err(|e| e.to_string())?;
+            req.insert_header("Connection", "close")
+                .map_err(|e| e.to_string())?;
+            session
+                .write_request_header(Box::new(req))
+                .await
+                .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
+            session
+                .read_response_header()
+                .await
+                .map_err(|e| format!("no answer from {addr}: {e}"))?;
+            let code = session.response_header().map_or(0, |r| r.status.as_u16());
+            session.shutdown().await;
+            Ok::<_, String>((code, addr))
+        };
+        match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
+            Ok(Ok((code, addr))) if code < 500 => (
+                true,
+                format!("the upstream at {addr} answered GET /readyz with {code}"),
+            ),
+            Ok(Ok((code, addr))) => (
+                false,
+                format!("the upstream at {addr} answered GET /readyz with {code}"),
+            ),
+            Ok(Err(e)) => (false, e),
+            Err(_) => (
+                false,
+                format!(
+                    "the upstream did not answer GET /readyz within {} s",
+                    PROBE_TIMEOUT.as_secs()
+                ),
+            ),
+        }
     }
 }
 
-/// Read a PEM certificate chain and private key for the upstream connection.
-fn load_cert_key(cert: &str, key: &str) -> Result<pingora::utils::tls::CertKey, ConfigError> {
-    let bad = |why: String| {
-        ConfigError(format!(
-            "upstream.client_cert/client_key ({cert}, {key}): {why}"
-        ))
-    };
-    match pingora::tls::load_certs_and_key_files(cert, key) {
-        Ok(Some((certs, key))) => Ok(pingora::utils::tls::CertKey::new(
-            certs.iter().map(|c| c.to_vec()).collect(),
-            key.secret_der().to_vec(),
-        )),
-        Ok(None) => Err(bad("no certificate or no private key found".into())),
-        Err(e) => Err(bad(e.to_string())),
+/// Probes the upstream every [`PROBE_INTERVAL`] for `/readyz`, as a pingora
+/// background service.
+pub struct ReadinessProbe(pub Arc<Upstream>);
+
+#[async_trait::async_trait]
+impl pingora::services::background::BackgroundService for ReadinessProbe {
+    async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
+        // A connector of its own, so probes never take or leave pooled connections.
+        let connector = pingora::connectors::http::Connector::new(None);
+        loop {
+            let (ready, why) = self.0.probe(&connector).await;
+            let (was, _) = self.0.readiness.get();
+            if was != ready {
+                if ready {
+                    tracing::info!(reason = %why, "upstream ready");
+                } else {
+                    tracing::warn!(reason = %why, "upstream not ready");
+                }
+            }
+            self.0.readiness.set(ready, why);
+            tokio::select! {
+                _ = tokio::time::sleep(PROBE_INTERVAL) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A lookup that fails until `ok` is set, counting its calls.
+    fn fake(ok: Arc<Mutex<Option<SocketAddr>>>, calls: Arc<AtomicUsize>) -> Lookup {
+        Arc::new(move |_host, _port| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let answer = *ok.lock().unwrap();
+            Box::pin(async move {
+                answer.map(|a| vec![a]).ok_or_else(|| {
+                    std::io::Error::other(
+                        "failed to lookup address information: Name or service not known",
+                    )
+                })
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn fails_without_panicking_then_recovers_once_the_name_resolves() {
+        let answer = Arc::new(Mutex::new(None));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let r = Resolver::new(
+            "no-such-host.invalid",
+            443,
+            Some(fake(answer.clone(), calls.clone())),
+        );
+        let e = r.resolve().await.unwrap_err();
+        assert!(e.contains("no-such-host.invalid"), "{e}");
+        // A burst during the outage costs one lookup.
+        for _ in 0..100 {
+            assert!(r.resolve().await.is_err());
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let addr: SocketAddr = "127.0.0.7:443".parse().unwrap();
+        *answer.lock().unwrap() = Some(addr);
+        r.state().failed.as_mut().unwrap().0 -= NEGATIVE;
+        assert_eq!(r.resolve().await, Ok(addr));
+    }
+
+    #[tokio::test]
+    async fn a_known_address_outlives_a_failed_refresh_and_follows_a_move() {
+        let first: SocketAddr = "127.0.0.7:443".parse().unwrap();
+        let answer = Arc::new(Mutex::new(Some(first)));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let r = Resolver::new(
+            "kubernetes.default.svc",
+            443,
+            Some(fake(answer.clone(), calls.clone())),
+        );
+        assert_eq!(r.resolve().await, Ok(first));
+        // Stale, and DNS is down: the request goes on with the old address.
+        *answer.lock().unwrap() = None;
+        r.state().resolved_at = Some(Instant::now() - REFRESH);
+        assert_eq!(r.resolve().await, Ok(first));
+        for _ in 0..200 {
+            if !r.refreshing.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(r.resolve().await, Ok(first));
+        // The address moves: the next refresh follows it.
+        let moved: SocketAddr = "127.0.0.8:443".parse().unwrap();
+        *answer.lock().unwrap() = Some(moved);
+        r.state().resolved_at = Some(Instant::now() - REFRESH);
+        let _ = r.resolve().await;
+        let t = Instant::now();
+        while r.resolve().await != Ok(moved) {
+            assert!(t.elapsed() < Duration::from_secs(5), "never moved");
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn ip_addresses_are_not_looked_up() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let r = Resolver::new(
+            "::1",
+            6443,
+            Some(fake(Arc::new(Mutex::new(None)), calls.clone())),
+        );
+        assert_eq!(r.resolve().await, Ok("[::1]:6443".parse().unwrap()));
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
     }
 }

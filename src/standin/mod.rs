@@ -225,6 +225,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: signa
 
 fn record(shared: &Shared, head: &RequestHead, conn: u64) -> u64 {
     let seq = shared.next_request.fetch_add(1, Ordering::Relaxed);
+    // cborgate's readiness probe (`GET /readyz` every two seconds) is not a
+    // request any test made; keep it out of what tests inspect.
+    if head
+        .header("user-agent")
+        .is_some_and(|ua| ua.starts_with("cborgate/") && ua.ends_with(" readiness"))
+    {
+        return seq;
+    }
     lock(&shared.requests).push((
         seq,
         RecordedRequest {

@@ -32,7 +32,8 @@ pub fn free_port() -> SocketAddr {
     }
 }
 
-fn wait_for(addr: SocketAddr, child: &mut Child) {
+/// Wait (up to 20 s) until `addr` accepts connections; fail if `child` exits first.
+pub fn wait_for(addr: SocketAddr, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if TcpStream::connect(addr).is_ok() {
@@ -44,6 +45,18 @@ fn wait_for(addr: SocketAddr, child: &mut Child) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("cborgate did not listen on {addr}");
+}
+
+/// Poll `cond` every 50 ms until it holds; fail naming `what` after `secs` seconds.
+pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "not within {secs} s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 impl Harness {

@@ -1,0 +1,358 @@
+//! Certificates, keys and CA bundles: read from disk at start-up (a file that
+//! cannot be read or parsed is a start-up error naming it), and read again
+//! when a file's content changes or on `SIGHUP`, without a restart and
+//! without touching open connections.
+//!
+//! - [`ServingCert`] is the proxy listener's certificate, a rustls
+//!   [`ResolvesServerCert`] whose key is swapped in place: the next handshake
+//!   gets the new one, established connections keep theirs.
+//! - [`UpstreamTls`] is the upstream CA bundle and client certificate that
+//!   each new upstream connection is made with; its generation number keeps
+//!   pooled connections made with older credentials from being reused.
+//! - [`Reloader`] looks at the files' contents (not their mtimes: a Secret
+//!   volume swaps a `..data` symlink, and the files behind the names change
+//!   with the same or an older mtime), reloads what changed, and keeps the
+//!   previous material when the new one does not load.
+//!
+//! Every function here is total: bad files are errors, never panics. pingora's
+//! `CertKey::new` and `WrappedX509::new` panic on DER they cannot parse, so
+//! every certificate is parsed by rustls/webpki first, and those constructors
+//! run only on input that passed.
+
+use crate::metrics::metrics;
+use pingora::utils::tls::{CertKey, WrappedX509};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Which set of files, for logs and the `file` label of `cborgate_reloads_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `server.tls_cert` and `server.tls_key`.
+    Serving,
+    /// `upstream.ca_file`.
+    UpstreamCa,
+    /// `upstream.client_cert` and `upstream.client_key`.
+    UpstreamClient,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Serving, Kind::UpstreamCa, Kind::UpstreamClient];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Serving => "serving",
+            Kind::UpstreamCa => "upstream_ca",
+            Kind::UpstreamClient => "upstream_client",
+        }
+    }
+
+    /// The configuration keys, for messages.
+    fn keys(self) -> &'static str {
+        match self {
+            Kind::Serving => "server.tls_cert/tls_key",
+            Kind::UpstreamCa => "upstream.ca_file",
+            Kind::UpstreamClient => "upstream.client_cert/client_key",
+        }
+    }
+}
+
+fn read(path: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))
+}
+
+/// Every PEM certificate in a file, in order; at least one.
+fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = read(path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{path}: not a PEM certificate file: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{path}: no PEM certificate in it"));
+    }
+    Ok(certs)
+}
+
+fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = read(path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("{path}: no PEM private key: {e}"))
+}
+
+/// A certificate chain and its key, checked to belong together.
+fn certified_key(cert: &str, key: &str) -> Result<CertifiedKey, String> {
+    let chain = certificates(cert)?;
+    let private = private_key(key)?;
+    CertifiedKey::from_der(chain, private, &rustls::crypto::ring::default_provider())
+        .map_err(|e| format!("{cert} with {key}: {e}"))
+}
+
+/// pingora's constructors panic on input their parser refuses; run them only on
+/// certificates webpki parsed, and turn a panic all the same into an error.
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|_| format!("{what}: the certificate could not be parsed"))
+}
+
+/// The proxy listener's certificate and key.
+#[derive(Debug)]
+pub struct ServingCert {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl ServingCert {
+    pub fn load(cert: &str, key: &str) -> Result<Arc<Self>, String> {
+        let ck = certified_key(cert, key).map_err(|e| format!("{}: {e}", Kind::Serving.keys()))?;
+        Ok(Arc::new(ServingCert {
+            current: RwLock::new(Arc::new(ck)),
+        }))
+    }
+
+    fn reload(&self, cert: &str, key: &str) -> Result<(), String> {
+        let new = Arc::new(certified_key(cert, key)?);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+
+    /// The certificate chain served now (for tests and logs).
+    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .cert
+            .clone()
+    }
+}
+
+impl ResolvesServerCert for ServingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// The CA bundle type pingora's rustls connector takes per peer.
+pub type CaBundle = Arc<[WrappedX509]>;
+
+fn ca_bundle(path: &str) -> Result<CaBundle, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let mut out = Vec::new();
+    for der in certificates(path)? {
+        roots
+            .add(der.clone())
+            .map_err(|e| format!("{path}: not a usable CA certificate: {e}"))?;
+        let raw = der.as_ref().to_vec();
+        out.push(guarded(path, move || {
+            WrappedX509::new(raw, pingora::utils::tls::parse_x509)
+        })?);
+    }
+    Ok(out.into())
+}
+
+fn client_cert_key(cert: &str, key: &str) -> Result<CertKey, String> {
+    // Parses the chain and the key and checks they match.
+    let checked = certified_key(cert, key)?;
+    let der = private_key(key)?.secret_der().to_vec();
+    // pingora's connector turns these bytes back into a key with `try_from(..).unwrap()`.
+    PrivateKeyDer::try_from(der.clone()).map_err(|e| format!("{key}: {e}"))?;
+    let chain: Vec<Vec<u8>> = checked.cert.iter().map(|c| c.as_ref().to_vec()).collect();
+    guarded(cert, move || CertKey::new(chain, der))
+}
+
+/// What new upstream connections are made with.
+#[derive(Debug, Default)]
+pub struct UpstreamTls {
+    ca: RwLock<Option<CaBundle>>,
+    client: RwLock<Option<Arc<CertKey>>>,
+    generation: AtomicU64,
+}
+
+impl UpstreamTls {
+    /// Load `ca_file` and `client_cert`/`client_key` (each empty = not used).
+    pub fn load(ca_file: &str, client_cert: &str, client_key: &str) -> Result<Arc<Self>, String> {
+        let tls = UpstreamTls::default();
+        if !ca_file.is_empty() {
+            let ca = ca_bundle(ca_file).map_err(|e| format!("{}: {e}", Kind::UpstreamCa.keys()))?;
+            *tls.ca.write().unwrap_or_else(|e| e.into_inner()) = Some(ca);
+        }
+        if !client_cert.is_empty() {
+            let ck = client_cert_key(client_cert, client_key)
+                .map_err(|e| format!("{}: {e}", Kind::UpstreamClient.keys()))?;
+            *tls.client.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ck));
+        }
+        Ok(Arc::new(tls))
+    }
+
+    /// The CA bundle (None: the system roots).
+    pub fn ca(&self) -> Option<CaBundle> {
+        self.ca.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The client certificate and key, if any.
+    pub fn client(&self) -> Option<Arc<CertKey>> {
+        self.client
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Changes with every reload: pooled connections are keyed by it.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn reload_ca(&self, path: &str) -> Result<(), String> {
+        let ca = ca_bundle(path)?;
+        *self.ca.write().unwrap_or_else(|e| e.into_inner()) = Some(ca);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn reload_client(&self, cert: &str, key: &str) -> Result<(), String> {
+        let ck = Arc::new(client_cert_key(cert, key)?);
+        *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some(ck);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+type ReloadFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+struct Watched {
+    kind: Kind,
+    paths: Vec<String>,
+    /// Fingerprint of the files' contents when last looked at.
+    seen: u64,
+    reload: ReloadFn,
+}
+
+/// Watches the configured files and reloads what changed.
+pub struct Reloader {
+    watched: Vec<Watched>,
+}
+
+/// A hash of the files' contents; a file that cannot be read hashes its error,
+/// so disappearing and coming back both count as changes.
+fn fingerprint(paths: &[String]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in paths {
+        match std::fs::read(p) {
+            Ok(bytes) => bytes.hash(&mut h),
+            Err(e) => e.kind().hash(&mut h),
+        }
+    }
+    h.finish()
+}
+
+impl Reloader {
+    pub fn new(
+        serving: Option<(Arc<ServingCert>, String, String)>,
+        upstream: &Arc<UpstreamTls>,
+        ca_file: &str,
+        client: Option<(String, String)>,
+    ) -> Self {
+        let mut watched = Vec::new();
+        let mut watch = |kind, paths: Vec<String>, reload: ReloadFn| {
+            watched.push(Watched {
+                kind,
+                seen: fingerprint(&paths),
+                paths,
+                reload,
+            })
+        };
+        if let Some((cert, c, k)) = serving {
+            let (c2, k2) = (c.clone(), k.clone());
+            watch(
+                Kind::Serving,
+                vec![c, k],
+                Box::new(move || cert.reload(&c2, &k2)),
+            );
+        }
+        if !ca_file.is_empty() {
+            let (tls, path) = (upstream.clone(), ca_file.to_string());
+            watch(
+                Kind::UpstreamCa,
+                vec![path.clone()],
+                Box::new(move || tls.reload_ca(&path)),
+            );
+        }
+        if let Some((c, k)) = client {
+            let (tls, c2, k2) = (upstream.clone(), c.clone(), k.clone());
+            watch(
+                Kind::UpstreamClient,
+                vec![c, k],
+                Box::new(move || tls.reload_client(&c2, &k2)),
+            );
+        }
+        Reloader { watched }
+    }
+
+    /// Reload every file set whose contents changed since the last look, or
+    /// all of them when `forced` (SIGHUP). A set that fails to load keeps what
+    /// it had, and is tried again when its files change again.
+    pub fn check(&mut self, forced: bool) {
+        for w in &mut self.watched {
+            let now = fingerprint(&w.paths);
+            if now == w.seen && !forced {
+                continue;
+            }
+            w.seen = now;
+            let result = (w.reload)();
+            let label = if result.is_ok() { "success" } else { "failure" };
+            metrics()
+                .reloads_total
+                .with_label_values(&[w.kind.label(), label])
+                .inc();
+            match result {
+                Ok(()) => tracing::info!(
+                    file = w.kind.label(),
+                    paths = %w.paths.join(","),
+                    "reloaded {}",
+                    w.kind.keys()
+                ),
+                Err(e) => tracing::warn!(
+                    file = w.kind.label(),
+                    error = %e,
+                    "{} could not be reloaded; keeping the previous one",
+                    w.kind.keys()
+                ),
+            }
+        }
+    }
+
+    /// Look every `interval`, and at once on SIGHUP, until `shutdown` says so.
+    pub async fn run(
+        mut self,
+        interval: std::time::Duration,
+        mut shutdown: pingora::server::ShutdownWatch,
+    ) {
+        use tokio::signal::unix::{signal, SignalKind};
+        // Registering replaces SIGHUP's default action (terminate): from here on
+        // SIGHUP means "reload", even with nothing to watch.
+        let mut hup = match signal(SignalKind::hangup()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGHUP; reloading on file changes only");
+                None
+            }
+        };
+        loop {
+            let forced = tokio::select! {
+                _ = tokio::time::sleep(interval) => false,
+                Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    tracing::info!("SIGHUP: reloading certificates and keys");
+                    true
+                }
+                _ = shutdown.changed() => return,
+            };
+            self.check(forced);
+        }
+    }
+}
