@@ -72,12 +72,13 @@ impl Head {
         }
     }
 
-    /// JSON if it opens an object, array or string (`{` is also the CBOR head
-    /// of a 27-byte text string, so CBOR readers fail on it with a misleading
-    /// reason). CBOR if it starts with the self-described tag Kubernetes
-    /// always writes (WIRE.md), or with a byte no JSON text can start with and
-    /// no text editor writes: a control character or a byte >= 0x80 other than
-    /// a UTF-8 byte order mark.
+    /// JSON if it opens an object, array or string (`{`, 0x7b, is also the
+    /// CBOR head of a text string with an 8-byte length, so a CBOR reader
+    /// fails on it with a misleading reason such as "string is longer than the
+    /// limit"). CBOR if it starts with the self-described tag that starts
+    /// the bodies cborgate writes (WIRE.md §2), or with a byte no JSON text
+    /// can start with and no text editor writes: a control character or a
+    /// byte >= 0x80 other than a UTF-8 byte order mark.
     fn looks(&self) -> Option<Format> {
         let head = &self.bytes[..self.len];
         match head.first() {
