@@ -19,7 +19,9 @@
 #    built-in kinds strictly against the Kubernetes $K8S_VERSION schemas;
 #    ServiceMonitor/PrometheusRule structurally; cborgate container flags,
 #    ports and probes; every cborgate_* metric and label in the alert rules and
-#    the Grafana dashboard against WIRE.md section 6 (see validate_crds.py).
+#    the Grafana dashboard against WIRE.md section 6, request-duration
+#    quantiles without WATCH/CONNECT (see validate_crds.py), and the dashboard
+#    ConfigMap identical to grafana-dashboard.json.
 # Exits non-zero if anything is invalid.
 set -euo pipefail
 
@@ -139,6 +141,23 @@ note "== rendered bases"
 if [[ ${#rendered[@]} -gt 0 ]]; then
   "$PY" "$HERE/validate_crds.py" check --cross-refs --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${rendered[@]}" \
     || fail "rendered manifests"
+fi
+
+note "== dashboard ConfigMap"
+# The ConfigMap is generated from grafana-dashboard.json (configMapGenerator),
+# so the two can only differ if someone adds a hand-written copy: check anyway.
+if [[ -f "$OUT/monitoring.yaml" ]]; then
+  "$PY" - "$OUT/monitoring.yaml" "$HERE/monitoring/grafana-dashboard.json" <<'EOF' || fail "dashboard ConfigMap differs from grafana-dashboard.json"
+import sys, yaml
+want = open(sys.argv[2], encoding="utf-8").read()
+found = [v for d in yaml.safe_load_all(open(sys.argv[1], encoding="utf-8"))
+         if d and d.get("kind") == "ConfigMap"
+         and (d.get("metadata", {}).get("labels") or {}).get("grafana_dashboard")
+         for k, v in (d.get("data") or {}).items() if k.endswith(".json")]
+if not found or any(v != want for v in found):
+    sys.exit(1)
+print(f"  ok   {len(found)} ConfigMap dashboard(s) identical to grafana-dashboard.json")
+EOF
 fi
 
 note "== raw files (including those no kustomization lists)"

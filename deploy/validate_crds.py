@@ -18,7 +18,10 @@ Used by validate.sh; needs PyYAML and kubernetes-validate (validate.sh installs 
         dashboards (JSON files, or ConfigMaps labelled grafana_dashboard) is a
         family of WIRE.md section 6 (histograms may add _bucket/_sum/_count),
         with only that family's labels (plus target labels); dashboards must
-        show every family.
+        show every family;
+      - every selector of cborgate_request_duration_seconds_bucket leaves out
+        the long-running verbs WATCH and CONNECT (as verb!~"WATCH|CONNECT", the
+        by-verb panel's matcher), whose duration is the stream's lifetime.
       Exit status 1 if anything is wrong.
 
   validate_crds.py render DIR
@@ -141,6 +144,24 @@ def matching_paren(s: str, i: int) -> int:
     return -1
 
 
+# Requests whose duration is the lifetime of a stream (WIRE.md section 6 verbs).
+LONG_RUNNING_VERBS = ("WATCH", "CONNECT")
+
+
+def excludes_long_running(selector: str) -> bool:
+    """True if the label matchers in `selector` (the text between the braces)
+    keep every long-running verb out: a verb!~ / verb!= naming each one, or a
+    verb= / verb=~ naming none of them."""
+    excluded: Set[str] = set()
+    for m in re.finditer(r'\bverb\s*(=~|!~|!=|=)\s*"([^"]*)"', selector):
+        op, alts = m.group(1), set(m.group(2).split("|"))
+        if op in ("!~", "!="):
+            excluded |= alts
+        elif not alts & set(LONG_RUNNING_VERBS):
+            return True
+    return set(LONG_RUNNING_VERBS) <= excluded
+
+
 def check_promql(where: str, expr: str, fams, problems: Problems,
                  legends: Iterable[str] = (), seen: Optional[Set[str]] = None) -> None:
     # Balanced brackets (outside strings).
@@ -184,12 +205,16 @@ def check_promql(where: str, expr: str, fams, problems: Problems,
             uses_bucket = True
         allowed |= own
         j = m.end()
+        body = ""
         if j < len(expr) and expr[j] == "{":
             end = matching_paren(expr, j)
             body = expr[j + 1:end]
             for lm in re.finditer(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)", body):
                 if lm.group(1) not in own:
                     problems.add(where, f"{tok} has no label '{lm.group(1)}' (WIRE.md: {sorted(fams[fam][0])})")
+        if tok == "cborgate_request_duration_seconds_bucket" and not excludes_long_running(body):
+            problems.add(where, f"{tok} without verb!~\"{'|'.join(LONG_RUNNING_VERBS)}\": "
+                                "watches and CONNECT streams would set the quantiles")
     if uses_bucket:
         allowed.add("le")
     if "cborgate_" in expr:

@@ -3,7 +3,7 @@
 use cborgate::codec::StringMode;
 use cborgate::tools::{self, Target, ToolError};
 use clap::{Parser, Subcommand, ValueEnum};
-use std::io::{self, Read};
+use std::io::{self, IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,7 +51,7 @@ enum Command {
     },
     /// Print CBOR in RFC 8949 diagnostic notation.
     Diag {
-        /// Show byte strings that are valid UTF-8 as 'text'.
+        /// Show byte strings that are valid UTF-8 as 'text', with JSON escapes.
         #[arg(long)]
         text: bool,
         /// Input file (default: standard input).
@@ -106,8 +106,11 @@ fn main() -> ExitCode {
                 Strings::Text => StringMode::Text,
             };
             let stdout = io::stdout();
+            let terminal = stdout.is_terminal();
             let mut out = stdout.lock();
-            report(tools::transcode(&mut input, &mut out, to, watch, strings))
+            report(tools::transcode(
+                &mut input, &mut out, to, watch, strings, terminal,
+            ))
         }
         Command::Diag { text, file } => {
             let mut input = match open(&file) {

@@ -1,5 +1,6 @@
-//! The configuration surface: shipped config files parse, and `serve` exits 2
-//! with a message naming the bad key or flag (SURFACE.md).
+//! The configuration surface: shipped config files parse, `serve` exits 2
+//! with a message naming the bad key or flag (SURFACE.md), and the deploy
+//! kit's runbook and alerts describe what the binary really does.
 
 use std::process::Command;
 
@@ -291,5 +292,32 @@ fn serve_help_shows_defaults_and_values() {
         "[possible values: auto, legacy, native, upgrade]",
     ] {
         assert!(help.contains(want), "serve --help lacks {want:?}:\n{help}");
+
+/// ARCHITECTURE.md "Known limitations": a malformed upstream body cannot become
+/// a 502 (pingora has sent the upstream's status by then). The runbook and the
+/// alert once promised one; they must name what an operator does see: the
+/// metric and the warning log line the proxy writes.
+#[test]
+fn the_deploy_kit_promises_no_502_for_upstream_bodies() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |f: &str| std::fs::read_to_string(format!("{root}/{f}")).unwrap();
+    if !read("ARCHITECTURE.md").contains("cannot become a 502") {
+        return; // The limitation is gone: the docs may promise a 502 again.
+    }
+    const LOG: &str = "upstream body could not be transcoded";
+    assert!(
+        read("src/proxy/mod.rs").contains(LOG),
+        "the log line changed"
+    );
+    for f in ["deploy/README.md", "deploy/monitoring/prometheusrule.yaml"] {
+        let text = read(f);
+        for line in text.lines().filter(|l| l.contains("502")) {
+            let l = line.to_lowercase();
+            assert!(
+                l.contains("no 502") || l.contains("not 502"),
+                "{f} promises a 502: {line}"
+            );
+        }
+        assert!(text.contains(LOG), "{f} does not name the log line");
     }
 }

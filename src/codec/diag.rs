@@ -8,12 +8,22 @@
 use super::error::{CodecError, Reason};
 use std::fmt::Write as _;
 
+/// How byte strings are shown.
+///
+/// In diagnostic notation a single-quoted string *is* a byte string: its bytes
+/// are the UTF-8 encoding of the text between the quotes (RFC 8949 §8, RFC 8610
+/// Appendix G.2), so `'Pod'` and `h'506f64'` denote the same item and showing
+/// one for the other loses nothing. Inside the quotes, G.2 applies JSON's
+/// string escapes (RFC 8259 §7), with `\'` for the quote itself; a reader
+/// therefore gets back exactly the original bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BytesAs {
     /// `h'6b696e64'`
     Hex,
-    /// `'kind'` where the bytes are valid UTF-8 without control characters,
-    /// `h'…'` otherwise.
+    /// `'kind'` wherever the bytes are valid UTF-8, control characters
+    /// included (ConfigMap data is mostly text with `\n` in it): `\n`, `\t`,
+    /// `\r`, `\\` and `\'` escaped, every other control character (C0, DEL
+    /// and C1) as `\u00XX`. `h'…'` where the bytes are not valid UTF-8.
     TextWhereValid,
 }
 
@@ -111,9 +121,7 @@ pub fn diagnose(input: &[u8], bytes_as: BytesAs, max_depth: usize) -> Result<Str
                 i += len;
                 if major == 3 {
                     match std::str::from_utf8(s) {
-                        Ok(t) => {
-                            let _ = write!(out, "{t:?}");
-                        }
+                        Ok(t) => write_quoted(&mut out, t, '"'),
                         Err(_) => return Err(err(Reason::InvalidUtf8, at)),
                     }
                 } else {
@@ -243,17 +251,8 @@ fn close(stack: &mut Vec<Frame>, out: &mut String) {
 fn write_bytes(out: &mut String, s: &[u8], bytes_as: BytesAs) {
     if bytes_as == BytesAs::TextWhereValid {
         if let Ok(t) = std::str::from_utf8(s) {
-            if !t.chars().any(|c| c.is_control()) {
-                out.push('\'');
-                for c in t.chars() {
-                    if c == '\'' || c == '\\' {
-                        out.push('\\');
-                    }
-                    out.push(c);
-                }
-                out.push('\'');
-                return;
-            }
+            write_quoted(out, t, '\'');
+            return;
         }
     }
     out.push_str("h'");
@@ -261,6 +260,32 @@ fn write_bytes(out: &mut String, s: &[u8], bytes_as: BytesAs) {
         let _ = write!(out, "{b:02x}");
     }
     out.push('\'');
+}
+
+/// `t` between `quote`s (`"` for text strings, `'` for byte strings shown as
+/// text) with JSON's escapes (RFC 8610 Appendix G.2): the quote and `\\`
+/// backslash-escaped, `\n` `\t` `\r` by name, other control characters
+/// (`char::is_control`: U+0000-001F, U+007F-009F) as `\u00XX`, so that the
+/// output is one line per item and safe to print on a terminal.
+fn write_quoted(out: &mut String, t: &str, quote: char) {
+    out.push(quote);
+    for c in t.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
 }
 
 fn write_float(out: &mut String, f: f64, width: &str) {
@@ -305,6 +330,22 @@ mod tests {
         assert_eq!(d("0102"), "1\n2\n");
         let text = diagnose(&[0xa1, 0x41, b'k', 0x41, b'v'], BytesAs::TextWhereValid, 10).unwrap();
         assert_eq!(text, "{'k': 'v'}\n");
+    }
+
+    #[test]
+    fn text_shows_utf8_byte_strings_with_json_escapes() {
+        // ConfigMap data: text with newlines and tabs is still text.
+        let data = b"a\n\tb\r'\\\x01\x7f\xc2\x85";
+        let mut cbor = vec![0x40 | data.len() as u8];
+        cbor.extend_from_slice(data);
+        let text = diagnose(&cbor, BytesAs::TextWhereValid, 10).unwrap();
+        assert_eq!(text, "'a\\n\\tb\\r\\'\\\\\\u0001\\u007f\\u0085'\n");
+        // Not UTF-8: hex, as before.
+        let text = diagnose(&[0x42, 0xff, b'\n'], BytesAs::TextWhereValid, 10).unwrap();
+        assert_eq!(text, "h'ff0a'\n");
+        // Text strings get the same escapes, inside double quotes.
+        let text = diagnose(&[0x65, b'"', b'\'', b'\n', 0x00, b'x'], BytesAs::Hex, 10).unwrap();
+        assert_eq!(text, "\"\\\"'\\n\\u0000x\"\n");
     }
 
     #[test]
