@@ -154,10 +154,17 @@ impl Default for CodecConfig {
     }
 }
 
+/// The values `log.level` accepts. Anything else is a configuration error: an
+/// unknown level (`verbose`, `warning`) used to reach the log filter, which
+/// read it as a target name and silenced every line.
+pub const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// `error`, `warn`, `info`, `debug` or `trace` (RUST_LOG wins when set).
+    /// One of [`LOG_LEVELS`]: `error`, `warn`, `info`, `debug`, `trace` or `off`
+    /// (checked by [`Config::validate`]; RUST_LOG, when set, wins). pingora's own
+    /// lines stay at `warn` unless RUST_LOG says otherwise.
     pub level: String,
     /// `text` or `json`.
     pub format: String,
@@ -286,6 +293,13 @@ impl Config {
                 self.log.format
             )));
         }
+        if !LOG_LEVELS.contains(&self.log.level.as_str()) {
+            return Err(ConfigError(format!(
+                "log.level: {:?} is not one of {}",
+                self.log.level,
+                LOG_LEVELS.join(", ")
+            )));
+        }
         if self.server.max_header_bytes == 0 || self.server.max_header_bytes > MAX_HEADER_BYTES {
             return Err(ConfigError(format!(
                 "server.max_header_bytes: {} is not between 1 and {MAX_HEADER_BYTES}",
@@ -340,6 +354,22 @@ mod tests {
         assert!(e.0.contains("lsten"), "{e}");
         let e = Config::from_toml("[nope]\n").unwrap_err();
         assert!(e.0.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn log_level_is_one_of_the_known_levels() {
+        for level in LOG_LEVELS {
+            let c = Config::from_toml(&format!("[log]\nlevel = \"{level}\"\n"));
+            assert!(c.is_ok(), "{level}: {c:?}");
+        }
+        for level in ["verbose", "warning", "INFO", "", "info,cborgate=debug"] {
+            let e = Config::from_toml(&format!("[log]\nlevel = {level:?}\n")).unwrap_err();
+            assert!(e.0.starts_with("log.level: "), "{level}: {e}");
+            assert!(
+                e.0.contains("error, warn, info, debug, trace, off"),
+                "{level}: {e}"
+            );
+        }
     }
 
     #[test]
