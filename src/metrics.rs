@@ -7,6 +7,7 @@
 //! client library, read from `/proc` at each scrape ([`process_families`]).
 
 use crate::codec::Reason;
+use crate::logs::ClientError;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -38,6 +39,9 @@ pub struct Metrics {
     pub watch_events_total: IntCounterVec,
     pub upgrades_active: IntGaugeVec,
     pub build_info: IntGaugeVec,
+    /// `kind` is one of [`ClientError::ALL`]: client behaviour pingora logs as an
+    /// error, counted here instead (see [`crate::logs`]).
+    pub client_errors_total: IntCounterVec,
     pub upstream_resolve_failures_total: IntCounter,
     pub upstream_ready: IntGauge,
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
@@ -138,6 +142,9 @@ impl Metrics {
             build_info: family!("gauge", "cborgate_build_info",
                 "Always 1; the version label says which cborgate is running.",
                 gauges(&["version"])),
+            client_errors_total: family!("counter", "cborgate_client_errors_total",
+                "Client connections that failed through the client's doing (TLS or HTTP/2 handshake failures and timeouts, hang-ups, malformed requests), by kind; logged at debug level only.",
+                counter(&["kind"])),
             upstream_resolve_failures_total: family!("counter", "cborgate_upstream_resolve_failures_total",
                 "Failed DNS lookups of the upstream's host name.",
                 count),
@@ -195,6 +202,9 @@ impl Metrics {
         }
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
+        }
+        for kind in ClientError::ALL {
+            self.client_errors_total.with_label_values(&[kind.as_str()]);
         }
         for file in RELOAD_FILES {
             for result in RELOAD_RESULTS {
@@ -337,6 +347,7 @@ mod tests {
             "cborgate_watch_events_total",
             "cborgate_upgrades_active",
             "cborgate_build_info",
+            "cborgate_client_errors_total",
             "cborgate_upstream_resolve_failures_total",
             "cborgate_upstream_ready",
             "cborgate_reloads_total",
@@ -382,6 +393,10 @@ mod tests {
         }
         want.sort();
         assert_eq!(reloads, want);
+        assert_eq!(
+            series("cborgate_client_errors_total").len(),
+            ClientError::ALL.len()
+        );
         for name in [
             "cborgate_upstream_resolve_failures_total",
             "cborgate_upstream_ready",
