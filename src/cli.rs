@@ -124,25 +124,9 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     Ok(c)
 }
 
-/// Logs to stderr: text or JSON; RUST_LOG wins over log.level. Text is
-/// coloured only on a terminal (and not with `NO_COLOR` set): a container's
-/// log file or a log collector gets no escape codes.
+/// Logs to stderr as configured; see [`crate::logs`].
 pub fn init_logging(config: &Config) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{},pingora=warn", config.log.level)));
-    let colour = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr);
-    let _ = if config.log.format == "json" {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    crate::logs::init(&config.log);
 }
 
 pub fn run(cmd: ProxyCommand) -> ExitCode {

@@ -46,9 +46,6 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// The values `log.level` takes.
-pub const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
-
 /// The largest request head pingora reads at all (its own fixed limit is one byte less
 /// than 1 MiB of raw head); `server.max_header_bytes` may only lower it.
 pub const MAX_HEADER_BYTES: usize = 1_048_575;
@@ -168,10 +165,17 @@ impl Default for CodecConfig {
     }
 }
 
+/// The values `log.level` accepts. Anything else is a configuration error: an
+/// unknown level (`verbose`, `warning`) used to reach the log filter, which
+/// read it as a target name and silenced every line.
+pub const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// `error`, `warn`, `info`, `debug` or `trace` (RUST_LOG wins when set).
+    /// One of [`LOG_LEVELS`]: `error`, `warn`, `info`, `debug`, `trace` or `off`
+    /// (checked by [`Config::validate`]; RUST_LOG, when set, wins). pingora's own
+    /// lines stay at `warn` unless RUST_LOG says otherwise.
     pub level: String,
     /// `text` or `json`.
     pub format: String,
@@ -377,6 +381,22 @@ mod tests {
         assert!(e.0.contains("lsten"), "{e}");
         let e = Config::from_toml("[nope]\n").unwrap_err();
         assert!(e.0.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn log_level_is_one_of_the_known_levels() {
+        for level in LOG_LEVELS {
+            let c = Config::from_toml(&format!("[log]\nlevel = \"{level}\"\n"));
+            assert!(c.is_ok(), "{level}: {c:?}");
+        }
+        for level in ["verbose", "warning", "INFO", "", "info,cborgate=debug"] {
+            let e = Config::from_toml(&format!("[log]\nlevel = {level:?}\n")).unwrap_err();
+            assert!(e.0.starts_with("log.level: "), "{level}: {e}");
+            assert!(
+                e.0.contains("error, warn, info, debug, trace, off"),
+                "{level}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! - [`codec`]: sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire rules.
 //! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
 //! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it.
-//! - [`admin`], [`metrics`], [`status`], [`config`]: operations surface.
+//! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
 //! - [`standin`]: a JSON-only kube-apiserver stand-in for `demo` and tests.
 //! - [`tools`], [`cli`], [`demo`]: the commands.
 
@@ -14,6 +14,7 @@ pub mod cli;
 pub mod codec;
 pub mod config;
 pub mod demo;
+pub mod logs;
 pub mod metrics;
 pub mod negotiate;
 pub mod proxy;

@@ -1,10 +1,13 @@
 //! Every Prometheus metric family cborgate exports (WIRE.md §6), defined in
 //! one place, and the text rendering for `/metrics` that lists every family
-//! from start-up, even before it has a sample. On Linux the standard
+//! from start-up, even before it has a sample, and every series an alert or
+//! dashboard panel selects (over closed label sets) at zero. On Linux the standard
 //! `process_*` families (CPU seconds, resident memory, open and maximum file
 //! descriptors, threads, start time) come along, as from any Prometheus
 //! client library, read from `/proc` at each scrape ([`process_families`]).
 
+use crate::codec::Reason;
+use crate::logs::ClientError;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -36,19 +39,44 @@ pub struct Metrics {
     pub watch_events_total: IntCounterVec,
     pub upgrades_active: IntGaugeVec,
     pub build_info: IntGaugeVec,
+    /// `kind` is one of [`ClientError::ALL`]: client behaviour pingora logs as an
+    /// error, counted here instead (see [`crate::logs`]).
+    pub client_errors_total: IntCounterVec,
     pub upstream_resolve_failures_total: IntCounter,
     pub upstream_ready: IntGauge,
+    /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
     pub reloads_total: IntCounterVec,
     pub panics_total: IntCounter,
 }
+
+/// The `file` label values of `cborgate_reloads_total`.
+pub const RELOAD_FILES: [&str; 3] = ["serving", "upstream_ca", "upstream_client"];
+/// The `result` label values of `cborgate_reloads_total`.
+pub const RELOAD_RESULTS: [&str; 2] = ["success", "failure"];
+
+/// The `fallbacks_total` reasons the proxy counts (src/proxy/mod.rs, where the
+/// upstream answers 415 to a CBOR body and the request is replayed as JSON).
+const FALLBACK_REASONS: [&str; 1] = ["unsupported_media_type"];
+
+/// The (direction, from, to) labels of every codec the proxy runs
+/// (src/proxy/body.rs: `BodyCodec::request`, `request_to_cbor`, `response`,
+/// `response_to_json`).
+const CODECS: [(&str, &str, &str); 4] = [
+    ("request", "cbor", "json"),
+    ("request", "json", "cbor"),
+    ("response", "json", "cbor"),
+    ("response", "cbor", "json"),
+];
 
 impl Metrics {
     fn new() -> Self {
         let registry = Registry::new();
         let mut families = Vec::new();
+        // `family!(type, name, help, make)`: `make(name, help)` builds the
+        // metric; it is registered and its HELP and TYPE lines are recorded.
         macro_rules! family {
-            ($m:expr, $name:literal, $kind:literal, $help:literal) => {{
-                let m = $m;
+            ($kind:literal, $name:literal, $help:literal, $make:expr) => {{
+                let m = $make($name, $help);
                 registry
                     .register(Box::new(m.clone()))
                     .expect("metric names are unique");
@@ -56,76 +84,133 @@ impl Metrics {
                 m
             }};
         }
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+        let counter = |labels: &'static [&'static str]| {
+            move |name: &str, help: &str| {
+                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+            }
         };
-        let hist = |name: &str, help: &str, labels: &[&str], buckets: &[f64]| {
-            HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-                labels,
-            )
-            .expect("valid metric")
+        let hist = |labels: &'static [&'static str], buckets: &'static [f64]| {
+            move |name: &str, help: &str| {
+                HistogramVec::new(
+                    HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                    labels,
+                )
+                .expect("valid metric")
+            }
         };
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
+        let gauges = |labels: &'static [&'static str]| {
+            move |name: &str, help: &str| {
+                IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+            }
+        };
+        let count = |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
         let m = Metrics {
-            requests_total: family!(
-                counter("cborgate_requests_total", "Requests handled, by normalised verb, status code and the request and response body formats.", &["verb", "code", "request_format", "response_format"]),
-                "cborgate_requests_total", "counter", "Requests handled, by normalised verb, status code and the request and response body formats."),
-            request_duration_seconds: family!(
-                hist("cborgate_request_duration_seconds", "Time from request head to the end of the response, by verb and response format.", &["verb", "response_format"], REQUEST_BUCKETS),
-                "cborgate_request_duration_seconds", "histogram", "Time from request head to the end of the response, by verb and response format."),
-            codec_duration_seconds: family!(
-                hist("cborgate_codec_duration_seconds", "Time spent transcoding, per body or per watch event.", &["direction", "from", "to"], CODEC_BUCKETS),
-                "cborgate_codec_duration_seconds", "histogram", "Time spent transcoding, per body or per watch event."),
-            codec_bytes_total: family!(
-                counter("cborgate_codec_bytes_total", "Bytes through the codec, by direction (request or response) and format (the format of the counted bytes).", &["direction", "format"]),
-                "cborgate_codec_bytes_total", "counter", "Bytes through the codec, by direction (request or response) and format (the format of the counted bytes)."),
-            fallbacks_total: family!(
-                counter("cborgate_fallbacks_total", "Requests replayed or re-routed to JSON because the upstream refused CBOR.", &["reason"]),
-                "cborgate_fallbacks_total", "counter", "Requests replayed or re-routed to JSON because the upstream refused CBOR."),
-            unsupported_media_type_total: family!(
-                counter("cborgate_unsupported_media_type_total", "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver).", &["origin"]),
-                "cborgate_unsupported_media_type_total", "counter", "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver)."),
-            not_acceptable_total: family!(
-                counter("cborgate_not_acceptable_total", "406 responses, by origin (proxy or upstream).", &["origin"]),
-                "cborgate_not_acceptable_total", "counter", "406 responses, by origin (proxy or upstream)."),
-            transcode_errors_total: family!(
-                counter("cborgate_transcode_errors_total", "Bodies that could not be transcoded, by direction and reason.", &["direction", "reason"]),
-                "cborgate_transcode_errors_total", "counter", "Bodies that could not be transcoded, by direction and reason."),
-            watch_streams_active: family!(
-                IntGauge::new("cborgate_watch_streams_active", "Watch streams currently open through the proxy.").expect("valid metric"),
-                "cborgate_watch_streams_active", "gauge", "Watch streams currently open through the proxy."),
-            watch_events_total: family!(
-                counter("cborgate_watch_events_total", "Watch events delivered to clients, by the format the client received.", &["format"]),
-                "cborgate_watch_events_total", "counter", "Watch events delivered to clients, by the format the client received."),
-            upgrades_active: family!(
-                IntGaugeVec::new(Opts::new("cborgate_upgrades_active", "Upgraded connections (exec, attach, port-forward) currently open, by protocol."), &["protocol"]).expect("valid metric"),
-                "cborgate_upgrades_active", "gauge", "Upgraded connections (exec, attach, port-forward) currently open, by protocol."),
-            build_info: family!(
-                IntGaugeVec::new(Opts::new("cborgate_build_info", "Always 1; the version label says which cborgate is running."), &["version"]).expect("valid metric"),
-                "cborgate_build_info", "gauge", "Always 1; the version label says which cborgate is running."),
-            upstream_resolve_failures_total: family!(
-                IntCounter::new("cborgate_upstream_resolve_failures_total", "Failed DNS lookups of the upstream's host name.").expect("valid metric"),
-                "cborgate_upstream_resolve_failures_total", "counter", "Failed DNS lookups of the upstream's host name."),
-            upstream_ready: family!(
-                IntGauge::new("cborgate_upstream_ready", "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise.").expect("valid metric"),
-                "cborgate_upstream_ready", "gauge", "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise."),
-            reloads_total: family!(
-                counter("cborgate_reloads_total", "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client) and result (success, failure).", &["file", "result"]),
-                "cborgate_reloads_total", "counter", "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client) and result (success, failure)."),
-            panics_total: family!(
-                IntCounter::new("cborgate_panics_total", "Panics caught while serving a request (each is a bug; the request was answered or its connection closed).").expect("valid metric"),
-                "cborgate_panics_total", "counter", "Panics caught while serving a request (each is a bug; the request was answered or its connection closed)."),
+            requests_total: family!("counter", "cborgate_requests_total",
+                "Requests handled, by normalised verb, status code and the request and response body formats.",
+                counter(&["verb", "code", "request_format", "response_format"])),
+            request_duration_seconds: family!("histogram", "cborgate_request_duration_seconds",
+                "Time from request head to the end of the response, by verb and response format.",
+                hist(&["verb", "response_format"], REQUEST_BUCKETS)),
+            codec_duration_seconds: family!("histogram", "cborgate_codec_duration_seconds",
+                "Time spent transcoding, per body or per watch event.",
+                hist(&["direction", "from", "to"], CODEC_BUCKETS)),
+            codec_bytes_total: family!("counter", "cborgate_codec_bytes_total",
+                "Bytes through the codec, by direction (request or response) and format (the format of the counted bytes).",
+                counter(&["direction", "format"])),
+            fallbacks_total: family!("counter", "cborgate_fallbacks_total",
+                "Requests replayed or re-routed to JSON because the upstream refused CBOR.",
+                counter(&["reason"])),
+            unsupported_media_type_total: family!("counter", "cborgate_unsupported_media_type_total",
+                "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver).",
+                counter(&["origin"])),
+            not_acceptable_total: family!("counter", "cborgate_not_acceptable_total",
+                "406 responses, by origin (proxy or upstream).",
+                counter(&["origin"])),
+            transcode_errors_total: family!("counter", "cborgate_transcode_errors_total",
+                "Bodies that could not be transcoded, by direction and reason.",
+                counter(&["direction", "reason"])),
+            watch_streams_active: family!("gauge", "cborgate_watch_streams_active",
+                "Watch streams currently open through the proxy.",
+                gauge),
+            watch_events_total: family!("counter", "cborgate_watch_events_total",
+                "Watch events delivered to clients, by the format the client received.",
+                counter(&["format"])),
+            upgrades_active: family!("gauge", "cborgate_upgrades_active",
+                "Upgraded connections (exec, attach, port-forward) currently open, by protocol.",
+                gauges(&["protocol"])),
+            build_info: family!("gauge", "cborgate_build_info",
+                "Always 1; the version label says which cborgate is running.",
+                gauges(&["version"])),
+            client_errors_total: family!("counter", "cborgate_client_errors_total",
+                "Client connections that failed through the client's doing (TLS or HTTP/2 handshake failures and timeouts, hang-ups, malformed requests), by kind; logged at debug level only.",
+                counter(&["kind"])),
+            upstream_resolve_failures_total: family!("counter", "cborgate_upstream_resolve_failures_total",
+                "Failed DNS lookups of the upstream's host name.",
+                count),
+            upstream_ready: family!("gauge", "cborgate_upstream_ready",
+                "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise.",
+                gauge),
+            reloads_total: family!("counter", "cborgate_reloads_total",
+                "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client) and result (success, failure).",
+                counter(&["file", "result"])),
+            panics_total: family!("counter", "cborgate_panics_total",
+                "Panics caught while serving a request (each is a bug; the request was answered or its connection closed).",
+                count),
             registry,
             families,
         };
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        for origin in ["proxy", "upstream"] {
-            m.unsupported_media_type_total.with_label_values(&[origin]);
-            m.not_acceptable_total.with_label_values(&[origin]);
-        }
+        m.create_series_at_zero();
         m
+    }
+
+    /// Every series an alert or a dashboard panel in deploy/monitoring selects,
+    /// over closed label sets, so that a rate over it is 0 rather than absent
+    /// on a fresh process (an absent series alerts on nothing).
+    /// `requests_total` gets the one series the upstream-unavailable alert
+    /// selects by label, `code="503"`, with the labels cborgate's own 503
+    /// carries for a GET while the upstream is unreachable; its other label
+    /// combinations, and `request_duration_seconds`' (dashboard panels only),
+    /// appear with traffic.
+    fn create_series_at_zero(&self) {
+        self.requests_total
+            .with_label_values(&["GET", "503", "none", "json"]);
+        for origin in ["proxy", "upstream"] {
+            self.unsupported_media_type_total
+                .with_label_values(&[origin]);
+            self.not_acceptable_total.with_label_values(&[origin]);
+        }
+        for reason in FALLBACK_REASONS {
+            self.fallbacks_total.with_label_values(&[reason]);
+        }
+        for direction in ["request", "response"] {
+            for reason in Reason::ALL {
+                self.transcode_errors_total
+                    .with_label_values(&[direction, reason.as_str()]);
+            }
+        }
+        for (direction, from, to) in CODECS {
+            self.codec_duration_seconds
+                .with_label_values(&[direction, from, to]);
+            for format in [from, to] {
+                self.codec_bytes_total
+                    .with_label_values(&[direction, format]);
+            }
+        }
+        for format in ["cbor", "json"] {
+            self.watch_events_total.with_label_values(&[format]);
+        }
+        for kind in ClientError::ALL {
+            self.client_errors_total.with_label_values(&[kind.as_str()]);
+        }
+        for file in RELOAD_FILES {
+            for result in RELOAD_RESULTS {
+                self.reloads_total.with_label_values(&[file, result]);
+            }
+        }
     }
 
     /// The Prometheus text exposition of every family.
@@ -262,6 +347,11 @@ mod tests {
             "cborgate_watch_events_total",
             "cborgate_upgrades_active",
             "cborgate_build_info",
+            "cborgate_client_errors_total",
+            "cborgate_upstream_resolve_failures_total",
+            "cborgate_upstream_ready",
+            "cborgate_reloads_total",
+            "cborgate_panics_total",
         ] {
             assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing");
             assert!(
@@ -270,6 +360,154 @@ mod tests {
             );
         }
         assert!(text.contains("cborgate_build_info{version=\""));
+    }
+
+    /// The label pairs of a sample line `name{a="x",b="y"} value` named `name`.
+    fn sample_labels<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+        let rest = line.strip_prefix(name)?;
+        match rest.strip_prefix('{') {
+            Some(r) => r.split_once('}').map(|(labels, _)| labels),
+            None => rest.starts_with(' ').then_some(""),
+        }
+    }
+
+    #[test]
+    fn new_families_have_every_series_at_zero() {
+        let text = Metrics::new().render();
+        let series = |name: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| Some((sample_labels(l, name)?, l.rsplit(' ').next()?)))
+                .map(|(labels, value)| {
+                    assert_eq!(value, "0", "{name}{{{labels}}}");
+                    labels.to_string()
+                })
+                .collect()
+        };
+        let mut reloads = series("cborgate_reloads_total");
+        reloads.sort();
+        let mut want = Vec::new();
+        for file in RELOAD_FILES {
+            for result in RELOAD_RESULTS {
+                want.push(format!("file=\"{file}\",result=\"{result}\""));
+            }
+        }
+        want.sort();
+        assert_eq!(reloads, want);
+        assert_eq!(
+            series("cborgate_client_errors_total").len(),
+            ClientError::ALL.len()
+        );
+        for name in [
+            "cborgate_upstream_resolve_failures_total",
+            "cborgate_upstream_ready",
+            "cborgate_panics_total",
+        ] {
+            assert_eq!(series(name), [""], "{name}");
+        }
+    }
+
+    /// Every series the alerts select, from each `expr` in
+    /// deploy/monitoring/prometheusrule.yaml: a metric name of ours
+    /// (`cborgate_*`, `process_*`) and the label values its `=` matchers ask
+    /// for, less the labels Prometheus adds at scrape.
+    fn alert_selectors() -> Vec<(String, Vec<(String, String)>)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/monitoring/prometheusrule.yaml"
+        );
+        let yaml = std::fs::read_to_string(path).unwrap();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        let lines: Vec<&str> = yaml.lines().collect();
+        let mut exprs = Vec::new();
+        for (n, l) in lines.iter().enumerate() {
+            let Some(rest) = l.trim_start().strip_prefix("expr:") else {
+                continue;
+            };
+            if rest.trim() == "|" {
+                let block = lines[n + 1..]
+                    .iter()
+                    .take_while(|b| b.trim().is_empty() || indent(b) > indent(l));
+                exprs.push(block.copied().collect::<Vec<_>>().join("\n"));
+            } else {
+                exprs.push(rest.to_string());
+            }
+        }
+        let mut selectors = Vec::new();
+        for expr in exprs {
+            let mut rest = expr.as_str();
+            while let Some(at) = rest.find(|c: char| c.is_ascii_alphabetic()) {
+                rest = &rest[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                    .unwrap_or(rest.len());
+                let (name, after) = rest.split_at(end);
+                rest = after;
+                if !(name.starts_with("cborgate_") || name.starts_with("process_")) {
+                    continue;
+                }
+                let mut matchers = Vec::new();
+                if let Some(inner) = after.strip_prefix('{') {
+                    let (inner, tail) = inner.split_once('}').expect("matchers end with }");
+                    rest = tail;
+                    for m in inner.split(',') {
+                        let Some((label, value)) = m.split_once('=') else {
+                            continue;
+                        };
+                        let label = label.trim();
+                        // `!=`, `=~` and `!~` select no particular series.
+                        if label.ends_with('!') || value.starts_with('~') {
+                            continue;
+                        }
+                        if !["job", "namespace", "pod", "instance"].contains(&label) {
+                            matchers.push((label.to_string(), value.trim().to_string()));
+                        }
+                    }
+                }
+                selectors.push((name.to_string(), matchers));
+            }
+        }
+        selectors
+    }
+
+    #[test]
+    fn every_series_an_alert_selects_has_a_sample_from_start_up() {
+        let selectors = alert_selectors();
+        let names: Vec<&str> = selectors.iter().map(|s| s.0.as_str()).collect();
+        for name in [
+            "cborgate_requests_total",
+            "cborgate_fallbacks_total",
+            "cborgate_transcode_errors_total",
+            "cborgate_codec_duration_seconds_bucket",
+        ] {
+            assert!(
+                names.contains(&name),
+                "{name} not found in the alerts: {names:?}"
+            );
+        }
+        assert!(
+            selectors
+                .iter()
+                .any(|(_, m)| m == &[("code".into(), "\"503\"".into())]),
+            "{selectors:?}"
+        );
+        let text = Metrics::new().render();
+        for (name, matchers) in &selectors {
+            if name.starts_with("process_") && !cfg!(target_os = "linux") {
+                continue;
+            }
+            let found = text
+                .lines()
+                .filter_map(|l| sample_labels(l, name))
+                .any(|labels| {
+                    matchers
+                        .iter()
+                        .all(|(k, v)| labels.split(',').any(|pair| pair == format!("{k}={v}")))
+                });
+            assert!(
+                found,
+                "no sample of {name}{matchers:?} on a fresh process:\n{text}"
+            );
+        }
     }
 
     #[cfg(target_os = "linux")]

@@ -356,3 +356,44 @@ impl Reloader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_labels_are_the_metric_labels() {
+        let labels: Vec<&str> = Kind::ALL.iter().map(|k| k.label()).collect();
+        assert_eq!(labels, crate::metrics::RELOAD_FILES);
+    }
+
+    #[test]
+    fn bad_files_are_errors_naming_the_key_and_file() {
+        let dir = std::env::temp_dir().join(format!("cborgate-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let junk = dir.join("junk.pem");
+        std::fs::write(
+            &junk,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let junk = junk.to_str().unwrap();
+        let e = ServingCert::load(junk, junk).unwrap_err();
+        assert!(
+            e.starts_with("server.tls_cert/tls_key: ") && e.contains(junk),
+            "{e}"
+        );
+        let e = UpstreamTls::load(junk, "", "").unwrap_err();
+        assert!(
+            e.starts_with("upstream.ca_file: ") && e.contains(junk),
+            "{e}"
+        );
+        let e = UpstreamTls::load("", junk, junk).unwrap_err();
+        assert!(
+            e.starts_with("upstream.client_cert/client_key: ") && e.contains(junk),
+            "{e}"
+        );
+        let none = UpstreamTls::load("", "", "").unwrap();
+        assert!(none.ca().is_none() && none.client().is_none());
+    }
+}

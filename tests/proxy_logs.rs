@@ -1,54 +1,121 @@
 //! The request log (SURFACE.md "Logs"): one line per request at info level with method,
-//! path, status, request and response formats, upstream time and codec time; JSON with
-//! `--log-format json`; plain text without colour escapes when stderr is not a terminal
-//! (a container's log file).
+//! path, status, request and response formats, upstream time and codec time; flat JSON
+//! with `--log-format json`; plain text without colour escapes when stderr is not a
+//! terminal (a container's log file). And client noise (failed TLS handshakes, probes,
+//! hang-ups) is counted in `cborgate_client_errors_total`, not logged as an error.
 
 mod support;
 
 use cborgate::standin::StandInOptions;
 use serde_json::Value;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 use support::harness::Harness;
 use support::http::once;
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 
-/// Start cborgate with info logs captured, make one CBOR GET and one JSON GET, stop it
-/// and return everything it wrote to stderr.
-fn logs_of(extra: &[&str], env: &[(&str, &str)]) -> String {
-    let mut env = env.to_vec();
-    env.push(("RUST_LOG", "info"));
+/// cborgate's stderr, line by line as it is written (read on a thread).
+struct Lines {
+    rx: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Lines {
+    fn of(h: &mut Harness) -> Lines {
+        let stderr = h.child.stderr.take().expect("stderr is captured");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to 20 s) until `done` holds for the lines read so far.
+    fn wait(&mut self, what: &str, done: impl Fn(&[String]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(&self.seen) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no {what} in:\n{}", self.seen.join("\n"))
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("cborgate exited before {what}:\n{}", self.seen.join("\n"))
+                }
+            }
+        }
+    }
+
+    /// Every line, after stopping the process.
+    fn all(mut self, h: &mut Harness) -> Vec<String> {
+        let _ = h.child.kill();
+        let _ = h.child.wait();
+        self.seen.extend(self.rx.iter());
+        self.seen
+    }
+}
+
+/// Start cborgate with info logs captured, make one CBOR GET and one JSON GET, wait
+/// until two lines are request lines (written when a request ends, which may be just
+/// after the client has its response), stop it and return every line it wrote.
+fn logs_of(extra: &[&str], is_request: fn(&str) -> bool) -> Vec<String> {
+    let env = [("RUST_LOG", "info")];
     let mut h = Harness::start_env("legacy", extra, StandInOptions::default(), &env, true);
+    let mut lines = Lines::of(&mut h);
     let r = once(h.proxy, "GET", CM, &[("Accept", "application/cbor")], None);
     assert_eq!(r.status, 200);
     let r = once(h.proxy, "GET", CM, &[("Accept", "application/json")], None);
     assert_eq!(r.status, 200);
-    let mut stderr = h.child.stderr.take().expect("stderr is captured");
-    // The log line is written when the request ends; give the writer a moment.
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let _ = h.child.kill();
-    let _ = h.child.wait();
-    let mut text = String::new();
-    stderr.read_to_string(&mut text).unwrap();
-    text
+    lines.wait("two request lines", |seen| {
+        seen.iter().filter(|l| is_request(l)).count() == 2
+    });
+    lines.all(&mut h)
 }
 
 #[test]
 fn json_logs_have_one_line_per_request_with_the_promised_fields() {
-    let text = logs_of(&["--log-format", "json"], &[]);
+    let text = logs_of(&["--log-format", "json"], |l| {
+        l.contains(r#""message":"request""#)
+    })
+    .join("\n");
     let lines: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
-    let requests: Vec<&Value> = lines
-        .iter()
-        .filter(|v| v["fields"]["message"] == "request")
-        .collect();
+    // Flat: the event's fields at the top level, beside timestamp, level and target;
+    // none of the `log.*` fields (build paths) of lines bridged from pingora's `log`.
+    for l in &lines {
+        for key in l.as_object().unwrap().keys() {
+            assert!(
+                !key.starts_with("log.") && key != "fields" && key != "spans",
+                "{key} in {l}"
+            );
+        }
+        assert!(l["timestamp"].is_string() && l["target"].is_string(), "{l}");
+    }
+    assert!(
+        lines.iter().any(|l| l["target"] == "pingora_core::server"),
+        "pingora's own lines pass:\n{text}"
+    );
+    let requests: Vec<&Value> = lines.iter().filter(|v| v["message"] == "request").collect();
     assert_eq!(requests.len(), 2, "one line per request:\n{text}");
     for (r, fmt) in requests.iter().zip(["cbor", "json"]) {
         assert_eq!(r["level"], "INFO", "{r}");
-        let f = &r["fields"];
+        assert_eq!(r["target"], "cborgate::proxy", "{r}");
+        let f = r;
         assert_eq!(f["method"], "GET", "{r}");
         assert_eq!(f["path"], CM, "{r}");
         assert_eq!(f["status"], 200, "{r}");
@@ -61,13 +128,14 @@ fn json_logs_have_one_line_per_request_with_the_promised_fields() {
         assert!(f["upstream_ms"].as_f64() > Some(0.0), "{r}");
     }
     // Transcoding a response to CBOR takes codec time; passing JSON through takes none.
-    assert!(requests[0]["fields"]["codec_ms"].as_f64() > Some(0.0));
-    assert_eq!(requests[1]["fields"]["codec_ms"].as_f64(), Some(0.0));
+    assert!(requests[0]["codec_ms"].as_f64() > Some(0.0));
+    assert_eq!(requests[1]["codec_ms"].as_f64(), Some(0.0));
 }
 
 #[test]
 fn text_logs_to_a_pipe_carry_no_colour_escapes() {
-    let text = logs_of(&[], &[]);
+    let text = logs_of(&[], |l| l.contains(" request ")).join("\n");
+    assert!(!text.contains("log."), "no log.* fields:\n{text}");
     let requests: Vec<&str> = text.lines().filter(|l| l.contains(" request ")).collect();
     assert_eq!(requests.len(), 2, "one line per request:\n{text}");
     assert!(requests[0].contains("INFO"), "{text}");
@@ -79,4 +147,71 @@ fn text_logs_to_a_pipe_carry_no_colour_escapes() {
         !text.contains('\u{1b}'),
         "escape codes in logs written to a pipe:\n{text:?}"
     );
+}
+
+/// A self-signed certificate and key for localhost, as PEM files.
+fn self_signed(tag: &str) -> (String, String) {
+    let dir = std::env::temp_dir().join(format!("cborgate-logs-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, c.cert.pem()).unwrap();
+    std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
+    let s = |p: std::path::PathBuf| p.to_str().unwrap().to_string();
+    (s(cert), s(key))
+}
+
+#[test]
+fn client_noise_is_counted_and_logged_only_at_debug_level() {
+    let (cert, key) = self_signed("noise");
+    let tls = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+    let env = [("RUST_LOG", "info,cborgate::client=debug")];
+    let mut h = Harness::start_env("legacy", &tls, StandInOptions::default(), &env, true);
+    let mut lines = Lines::of(&mut h);
+
+    // Plain HTTP to the TLS port: the handshake fails and the server closes.
+    let mut plain = TcpStream::connect(h.proxy).unwrap();
+    let plain_peer = plain.local_addr().unwrap().to_string();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    plain
+        .write_all(b"GET /api HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let _ = plain.read_to_end(&mut Vec::new());
+    // A probe: connect and close.
+    let probe = TcpStream::connect(h.proxy).unwrap();
+    let probe_peer = probe.local_addr().unwrap().to_string();
+    drop(probe);
+    // A client that hangs up on the admin listener halfway through its request head.
+    let mut admin = TcpStream::connect(h.admin).unwrap();
+    admin
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    drop(admin);
+
+    // Each is one debug line naming the client (written before it is counted).
+    lines.wait("a debug line for each client", |seen| {
+        [&plain_peer, &probe_peer].iter().all(|peer| {
+            seen.iter().any(|l| {
+                l.contains("DEBUG cborgate::client:")
+                    && l.contains("kind=tls_handshake")
+                    && l.contains(&format!("peer={peer}"))
+            })
+        }) && seen.iter().any(|l| l.contains("kind=disconnect"))
+    });
+    // Counted just after the line is written: poll.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let counted = |kind: &str| h.metric("cborgate_client_errors_total", &[("kind", kind)]);
+    while counted("tls_handshake") < 2.0 || counted("disconnect") < 1.0 {
+        assert!(Instant::now() < deadline, "not counted:\n{}", h.metrics());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let all = lines.all(&mut h);
+    let text = all.join("\n");
+    assert!(
+        !all.iter().any(|l| l.contains(" ERROR ")),
+        "client noise logged as an error:\n{text}"
+    );
+    assert!(!text.contains("Downstream handshake"), "{text}");
 }

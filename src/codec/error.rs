@@ -45,6 +45,25 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, so the metric's series can be created at zero from start-up.
+    pub const ALL: [Reason; 15] = [
+        Reason::Truncated,
+        Reason::Syntax,
+        Reason::TrailingData,
+        Reason::DepthExceeded,
+        Reason::InvalidUtf8,
+        Reason::DuplicateKey,
+        Reason::NumberOutOfRange,
+        Reason::NumberTooLong,
+        Reason::StringTooLong,
+        Reason::NanOrInfinity,
+        Reason::UnsupportedSimple,
+        Reason::UnsupportedTag,
+        Reason::InvalidMapKey,
+        Reason::InvalidTime,
+        Reason::LengthExceedsInput,
+    ];
+
     /// Bounded, stable label text.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -114,3 +133,34 @@ impl fmt::Display for CodecError {
 }
 
 impl std::error::Error for CodecError {}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn all_lists_every_reason_once() {
+        // No wildcard: a new variant stops this compiling until it has a
+        // position here, and the assertion makes ALL agree with it.
+        let position = |r: Reason| match r {
+            Reason::Truncated => 0,
+            Reason::Syntax => 1,
+            Reason::TrailingData => 2,
+            Reason::DepthExceeded => 3,
+            Reason::InvalidUtf8 => 4,
+            Reason::DuplicateKey => 5,
+            Reason::NumberOutOfRange => 6,
+            Reason::NumberTooLong => 7,
+            Reason::StringTooLong => 8,
+            Reason::NanOrInfinity => 9,
+            Reason::UnsupportedSimple => 10,
+            Reason::UnsupportedTag => 11,
+            Reason::InvalidMapKey => 12,
+            Reason::InvalidTime => 13,
+            Reason::LengthExceedsInput => 14,
+        };
+        for (i, r) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(position(r), i, "{r:?}");
+        }
+    }
+}
