@@ -292,6 +292,8 @@ fn serve_help_shows_defaults_and_values() {
         "[possible values: auto, legacy, native, upgrade]",
     ] {
         assert!(help.contains(want), "serve --help lacks {want:?}:\n{help}");
+    }
+}
 
 /// ARCHITECTURE.md "Known limitations": a malformed upstream body cannot become
 /// a 502 (pingora has sent the upstream's status by then). The runbook and the
