@@ -103,3 +103,29 @@ fn demo_prints_lines_that_work_as_printed() {
         outputs[5]
     );
 }
+
+#[test]
+fn demo_on_a_taken_port_fails_before_printing_anything() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = busy.local_addr().unwrap().to_string();
+    let (standin, admin) = (free_port(), free_port());
+    let o = Command::new(env!("CARGO_BIN_EXE_cborgate"))
+        .args([
+            "demo",
+            "--listen",
+            &taken,
+            "--standin",
+            &standin.to_string(),
+        ])
+        .args(["--admin", &admin.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("works as printed"), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&taken) && err.contains("--listen"), "{err}");
+    drop(busy);
+}

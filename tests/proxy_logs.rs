@@ -215,3 +215,77 @@ fn client_noise_is_counted_and_logged_only_at_debug_level() {
     );
     assert!(!text.contains("Downstream handshake"), "{text}");
 }
+
+/// The request line names the client and, when cborgate answered with an error
+/// itself, why (with the codec's byte offset for a bad body) and in which format;
+/// a success carries no `error` field; an upload the client abandoned is a 499.
+#[test]
+fn request_lines_name_the_client_the_reason_and_the_format_answered() {
+    let env = [("RUST_LOG", "info")];
+    let json = ["--log-format", "json"];
+    let mut h = Harness::start_env("legacy", &json, StandInOptions::default(), &env, true);
+    let mut lines = Lines::of(&mut h);
+    let requests = |seen: &[String]| -> Vec<Value> {
+        seen.iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["message"] == "request")
+            .collect()
+    };
+    let ua = [
+        ("Accept", "application/cbor"),
+        ("User-Agent", "logtest/1.0"),
+    ];
+    assert_eq!(once(h.proxy, "GET", CM, &ua, None).status, 200);
+    // A truncated CBOR map: 400, answered in CBOR.
+    let bad = once(
+        h.proxy,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[
+            ("Content-Type", "application/cbor"),
+            ("Accept", "application/cbor"),
+        ],
+        Some(&[0xa2, 0x61, b'k']),
+    );
+    assert_eq!(bad.status, 400);
+    // An upload abandoned halfway: nothing can be answered.
+    let mut c = TcpStream::connect(h.proxy).unwrap();
+    c.write_all(b"POST /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/cbor\r\nContent-Length: 1000\r\n\r\n\xa1")
+        .unwrap();
+    drop(c);
+    lines.wait("three request lines", |seen| requests(seen).len() == 3);
+    let r = requests(&lines.seen);
+    let ok = r.iter().find(|v| v["status"] == 200).unwrap();
+    assert_eq!(ok["user_agent"], "logtest/1.0", "{ok}");
+    assert!(
+        ok["client"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{ok}"
+    );
+    assert!(
+        ok.get("error").is_none() && ok.get("reason").is_none(),
+        "{ok}"
+    );
+    let bad = r.iter().find(|v| v["status"] == 400).unwrap();
+    assert_eq!(bad["response_format"], "cbor", "{bad}");
+    let reason = bad["reason"].as_str().unwrap();
+    // The map's second key is announced but never arrives: found at byte offset 1.
+    assert!(
+        reason.contains("not valid CBOR") && reason.contains("byte offset 1"),
+        "{bad}"
+    );
+    assert!(bad.get("error").is_none(), "the reason says it all: {bad}");
+    let gone = r
+        .iter()
+        .find(|v| v["method"] == "POST" && v["status"] != 400)
+        .unwrap();
+    assert_eq!(gone["status"], 499, "{gone}");
+    // Every millisecond field is rounded to the microsecond: no float noise.
+    for v in &r {
+        for t in ["upstream_ms", "codec_ms", "total_ms"] {
+            let text = v[t].to_string();
+            let decimals = text.split_once('.').map_or(0, |(_, d)| d.len());
+            assert!(decimals <= 3, "{t} = {text}");
+        }
+    }
+    lines.all(&mut h);
+}

@@ -1,6 +1,7 @@
 //! The closed set of reasons a transcoding can fail, each with the byte offset
-//! in the input where it was found. The proxy maps a [`Reason`] to a Kubernetes
-//! `Status` (always 400 for request bodies, 502 for upstream bodies) and uses
+//! in the input where it was found. The proxy answers a bad request body with a
+//! 400 `Status` naming the reason and offset; a bad upstream body ends the response
+//! abnormally (its status is already on its way, so no 502 can be sent). It uses
 //! [`Reason::as_str`] as the bounded `reason` label of
 //! `cborgate_transcode_errors_total`.
 

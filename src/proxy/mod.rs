@@ -859,7 +859,10 @@ impl ProxyHttp for Gate {
             .get("user-agent")
             .map(|v| String::from_utf8_lossy(v.as_bytes()));
         let client = session.client_addr();
-        let error = e.map(|e| e.etype().as_str());
+        // pingora's error type, where it says more than the status and reason do.
+        let error = e
+            .filter(|e| !matches!(e.etype(), ErrorType::HTTPStatus(_)))
+            .map(|e| e.etype().as_str());
         tracing::info!(
             method = %req.method,
             path = %req.uri.path(),
