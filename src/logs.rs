@@ -81,20 +81,24 @@ pub enum ClientError {
     HandshakeTimeout,
     /// The HTTP/2 connection preface or settings exchange failed.
     H2Handshake,
-    /// The client hung up, or stalled, before its response was written
-    /// (admin listener).
+    /// The client hung up before its request head was whole (proxy), or before
+    /// its response was written (admin listener).
     Disconnect,
+    /// The client paused longer than `server.request_read_timeout_seconds`
+    /// while sending its request head (proxy).
+    ReadTimeout,
     /// The client sent a request head that is not HTTP (admin listener).
     BadRequest,
 }
 
 impl ClientError {
     /// Every kind, so the metric's series exist at zero from start-up.
-    pub const ALL: [ClientError; 5] = [
+    pub const ALL: [ClientError; 6] = [
         ClientError::TlsHandshake,
         ClientError::HandshakeTimeout,
         ClientError::H2Handshake,
         ClientError::Disconnect,
+        ClientError::ReadTimeout,
         ClientError::BadRequest,
     ];
 
@@ -105,6 +109,7 @@ impl ClientError {
             ClientError::HandshakeTimeout => "handshake_timeout",
             ClientError::H2Handshake => "h2_handshake",
             ClientError::Disconnect => "disconnect",
+            ClientError::ReadTimeout => "read_timeout",
             ClientError::BadRequest => "bad_request",
         }
     }
@@ -118,7 +123,17 @@ impl ClientError {
 
 /// pingora-core 0.9.1's ERROR lines about what clients do: (target, start of
 /// the message, kind). The `log` target is the module path.
-const NOISE: [(&str, &str, ClientError); 6] = [
+const NOISE: [(&str, &str, ClientError); 7] = [
+    // pingora-proxy 0.9.1 lib.rs:363 `Fail to proxy: {e}, downstream session
+    // type: …` when reading a request head fails for any reason but a bad head
+    // (that one is answered 400 at debug level): the client closed the
+    // connection or stalled. Every other "Fail to proxy" line is suppressed by
+    // `ProxyHttp::suppress_error_log` and written as cborgate's request line.
+    (
+        "pingora_proxy",
+        "Fail to proxy: Downstream",
+        ClientError::Disconnect,
+    ),
     // services/listening.rs:241 `Downstream handshake error from {addr}: {e}`
     // and :243 `Downstream handshake error: {e}`, when `io.handshake()` (TLS
     // accept) fails.
@@ -177,6 +192,20 @@ impl<'a> Noise<'a> {
             .find(|(t, p, _)| *t == target && message.starts_with(p))
             .map(|(_, p, k)| (*p, *k))?;
         let rest = &message[prefix.len()..];
+        // pingora-proxy's line: " ConnectionClosed context: …, downstream session type: h1".
+        if target == "pingora_proxy" {
+            let error = rest.trim();
+            let kind = if error.starts_with("ReadTimedout") {
+                ClientError::ReadTimeout
+            } else {
+                kind
+            };
+            return Some(Noise {
+                kind,
+                peer: None,
+                error,
+            });
+        }
         let (peer, error) = match rest.strip_prefix(" from ") {
             Some(r) => match r.split_once(": ") {
                 Some((peer, error)) => (Some(peer), error),
@@ -270,13 +299,14 @@ impl<S> Filter<S> for NotClientNoise {
     }
 }
 
-/// The counting layer's filter: pingora-core's ERROR lines. For `log` records
+/// The counting layer's filter: pingora-core's and pingora-proxy's ERROR lines. For `log` records
 /// `enabled` sees the record's own target (tracing-log's `as_trace`).
 struct PingoraErrors;
 
 impl PingoraErrors {
     fn wants(meta: &Metadata<'_>) -> bool {
-        maybe_noise(meta) && meta.target().starts_with("pingora_core")
+        maybe_noise(meta)
+            && (meta.target().starts_with("pingora_core") || meta.target() == "pingora_proxy")
     }
 }
 
@@ -418,6 +448,9 @@ mod tests {
             // The operator's problem, not a client's.
             (LISTENING, "Accept() failed Too many open files (os error 24)", None),
             (LISTENING, "shutdown_signal error channel closed", None),
+            // pingora-proxy, reading a request head.
+            ("pingora_proxy", "Fail to proxy: Downstream ConnectionClosed context: while reading request headers, bytes already read: 42, downstream session type: h1", Some(Disconnect)),
+            ("pingora_proxy", "Fail to proxy: Downstream ReadTimedout context: while reading request headers, downstream session type: h1", Some(ReadTimeout)),
             // An upstream failure.
             ("pingora_proxy", "Fail to proxy: Upstream ConnectRefused", None),
             // The right words from elsewhere.

@@ -289,3 +289,50 @@ fn request_lines_name_the_client_the_reason_and_the_format_answered() {
     }
     lines.all(&mut h);
 }
+
+/// Normal operation writes nothing above INFO: auto mode's 415 replay is how it
+/// learns (counted, not warned about), a client hanging up mid-upload is the
+/// client's business, and a bad body is answered with a Status.
+#[test]
+fn normal_client_behaviour_logs_nothing_above_info() {
+    let env = [("RUST_LOG", "info")];
+    let mut h = Harness::start_env("auto", &[], StandInOptions::default(), &env, true);
+    let mut lines = Lines::of(&mut h);
+    // The stand-in has CBOR off: the CBOR body gets a 415 upstream and is replayed as JSON.
+    let body = [
+        0xa3, 0x64, b'k', b'i', b'n', b'd', 0x69, b'C', b'o', b'n', b'f', b'i', b'g', b'M', b'a',
+        b'p', 0x6a, b'a', b'p', b'i', b'V', b'e', b'r', b's', b'i', b'o', b'n', 0x62, b'v', b'1',
+        0x68, b'm', b'e', b't', b'a', b'd', b'a', b't', b'a', 0xa1, 0x64, b'n', b'a', b'm', b'e',
+        0x66, b'q', b'u', b'i', b'e', b't', b'1',
+    ];
+    let r = once(
+        h.proxy,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[
+            ("Content-Type", "application/cbor"),
+            ("Accept", "application/json"),
+        ],
+        Some(&body),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // Hang-ups: mid-head, and mid-body.
+    let mut c = TcpStream::connect(h.proxy).unwrap();
+    c.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    drop(c);
+    let mut c = TcpStream::connect(h.proxy).unwrap();
+    c.write_all(b"PUT /api/v1/namespaces/demo/configmaps/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    drop(c);
+    h.wait_metric("cborgate_fallbacks_total", &[], 1.0);
+    lines.wait("the POST and the abandoned PUT logged", |seen| {
+        seen.iter().filter(|l| l.contains(" request ")).count() >= 2
+    });
+    let all = lines.all(&mut h);
+    let loud: Vec<&String> = all
+        .iter()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert!(loud.is_empty(), "{loud:#?}");
+}
