@@ -15,12 +15,18 @@ WORKDIR /src
 
 # 1) Dependency cache layer: only the manifests and the patched vendor/ crates.
 #    vendor/pingora-core is used through [patch.crates-io] in Cargo.toml, so it
-#    must be present before any cargo command runs. A placeholder lib + bin
-#    lets cargo compile the whole dependency graph; this layer is rebuilt only
-#    when Cargo.toml, Cargo.lock or vendor/ change.
-#    (If Cargo.toml ever gains a [workspace] with members such as fuzz/, copy
-#    those members' Cargo.toml here too.)
+#    must be present before any cargo command runs. Cargo.toml declares a
+#    workspace (members = ["bench/load"]): cargo loads every member's manifest
+#    before any command, so each member's Cargo.toml is copied here too (without
+#    it: "failed to load manifest for workspace member"). `cargo build` at the
+#    root of a workspace with a root package (and no default-members) builds
+#    only that package, so the members' sources are never read and need no
+#    placeholder. A placeholder lib + bin for cborgate lets cargo compile its
+#    whole dependency graph; this layer is rebuilt only when a manifest,
+#    Cargo.lock or vendor/ changes. tests/dockerfile.rs runs this RUN on
+#    exactly these files and checks every workspace member is copied.
 COPY Cargo.toml Cargo.lock ./
+COPY bench/load/Cargo.toml bench/load/
 COPY vendor/ vendor/
 RUN mkdir -p src \
  && echo 'fn main() {}' > src/main.rs \

@@ -4,7 +4,7 @@
 //! U+2028/U+2029 as `\uXXXX`), a trailing newline after each body / event.
 //!
 //! Each pod looks like a Deployment-managed pod on a real cluster (compare
-//! `shared/corpus/objects/podlist-100/b.json`, which this extends): metadata
+//! `tests/data/corpus/objects/podlist-100/b.json`, which this extends): metadata
 //! with labels, annotations (including a CNI network-status annotation whose
 //! value is escaped JSON), ownerReferences and two managedFields entries;
 //! spec with volumes, 1–3 containers (command, args, ports, env with literal

@@ -19,7 +19,7 @@
 #    built-in kinds strictly against the Kubernetes $K8S_VERSION schemas;
 #    ServiceMonitor/PrometheusRule structurally; cborgate container flags,
 #    ports and probes; every cborgate_* metric and label in the alert rules and
-#    the Grafana dashboard against WIRE.md section 6, request-duration
+#    the Grafana dashboard against docs/wire.md section 6, request-duration
 #    quantiles without WATCH/CONNECT (see validate_crds.py), and the dashboard
 #    ConfigMap identical to grafana-dashboard.json.
 # Exits non-zero if anything is invalid.
@@ -109,11 +109,13 @@ else
 fi
 
 # ---------------------------------------------------------------- 2. build
-WIRE=""
-for cand in "${WIRE_MD:-}" "$REPO/../shared/spec/WIRE.md" "$REPO/shared/spec/WIRE.md" \
-            "$REPO/spec/WIRE.md" "$REPO/docs/WIRE.md"; do
-  if [[ -n "$cand" && -f "$cand" ]]; then WIRE="$cand"; break; fi
-done
+# The metric families come from the repository's own wire contract (section 6);
+# WIRE_MD=FILE checks against another copy.
+WIRE="${WIRE_MD:-$REPO/docs/wire.md}"
+if [[ ! -f "$WIRE" ]]; then
+  fail "$WIRE not found (the wire contract, section 6 of which lists the metrics)"
+  WIRE=""
+fi
 
 note "== kustomize build ($KUSTOMIZE_DESC)"
 bases=()
@@ -171,7 +173,7 @@ while IFS= read -r f; do raw+=("$f"); done < <(
 note "== summary"
 note "  bases: ${#bases[@]} built with $KUSTOMIZE_DESC"
 note "  schemas: kubernetes-validate $KUBERNETES_VALIDATE_VERSION, Kubernetes $K8S_VERSION (strict)"
-note "  metrics: ${WIRE:-embedded copy of WIRE.md section 6 (WIRE.md not found)}"
+note "  metrics: ${WIRE:-embedded copy of docs/wire.md section 6 (docs/wire.md not found)}"
 if [[ $failures -gt 0 ]]; then
   note "  result: $failures check(s) FAILED"
   exit 1

@@ -42,7 +42,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 import yaml
 
 # --------------------------------------------------------------------------
-# WIRE.md section 6, used when the spec file is not found next to the repo.
+# docs/wire.md section 6, used when the spec file is not found (validate.sh passes it).
 # When it is found, the spec wins (see load_families).
 EMBEDDED_FAMILIES: Dict[str, Tuple[Set[str], bool]] = {
     "cborgate_requests_total": ({"verb", "code", "request_format", "response_format"}, False),

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Write seed inputs for the fuzz targets into fuzz/corpus/<target>/.
 
-Seeds come from the shared captures (shared/corpus/objects/*/b.json,
+Seeds come from the repository's recorded captures (tests/data/corpus/objects/*/b.json,
 b.cbor, b.cbor.2) and the RFC 8949 Appendix A vectors
-(shared/vectors/appendix_a.json). json_to_cbor and cbor_to_json inputs
+(tests/data/vectors/appendix_a.json). json_to_cbor and cbor_to_json inputs
 start with two control bytes (flags, chunking; see the targets), so each seed
 is written with a few different control bytes. watch_streams is structured
 and starts from an empty corpus. negotiation gets hand-written request heads
 (`[flags, method \n path \n query \n accept \n content-type]`, see the
-target); it needs no shared/ directory.
+target); it needs no data directory.
 
-Usage: fuzz/seed-corpus.py [SHARED_DIR]   (default: shared/ beside the repository)
+Usage: fuzz/seed-corpus.py [DATA_DIR]   (default: the repository's tests/data)
 """
 import hashlib
 import json
@@ -18,7 +18,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
+DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "tests", "data")
 
 # (flags, chunking) pairs: whole-ish default run, byte-at-a-time with a tiny
 # window / length known, varied piece sizes with the other options.
@@ -105,11 +105,11 @@ def main():
     for head in HEADS:
         write("negotiation", head_seed(*head))
     print(f"wrote {len(HEADS)} negotiation seeds")
-    if not os.path.isdir(SHARED):
-        print(f"{SHARED} not found: no codec seeds", file=sys.stderr)
+    if not os.path.isdir(DATA):
+        print(f"{DATA} not found: no codec seeds", file=sys.stderr)
         return
     n = 0
-    objects = os.path.join(SHARED, "corpus", "objects")
+    objects = os.path.join(DATA, "corpus", "objects")
     for name in sorted(os.listdir(objects)):
         watch = name.startswith("watch")
         base = os.path.join(objects, name)
@@ -122,7 +122,7 @@ def main():
             if os.path.exists(p):
                 seeds("cbor_to_json", open(p, "rb").read(), watch)
                 n += 1
-    for v in json.load(open(os.path.join(SHARED, "vectors", "appendix_a.json"))):
+    for v in json.load(open(os.path.join(DATA, "vectors", "appendix_a.json"))):
         seeds("cbor_to_json", bytes.fromhex(v["hex"]))
         n += 1
         if "decoded" in v:

@@ -9,7 +9,7 @@ use cborgate::codec::{
 use support::*;
 
 fn cases() -> Vec<(String, bool)> {
-    let dir = shared().join("corpus/objects");
+    let dir = data().join("corpus/objects");
     let mut out = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
@@ -33,7 +33,7 @@ fn cases() -> Vec<(String, bool)> {
 }
 
 fn read(case: &str, file: &str) -> Vec<u8> {
-    std::fs::read(shared().join("corpus/objects").join(case).join(file)).unwrap()
+    std::fs::read(data().join("corpus/objects").join(case).join(file)).unwrap()
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn json_to_cbor_matches_the_real_server() {
             "{case}: self-described tag"
         );
         for theirs in ["b.cbor", "b.cbor.2"] {
-            let path = shared().join("corpus/objects").join(&case).join(theirs);
+            let path = data().join("corpus/objects").join(&case).join(theirs);
             if !path.exists() {
                 continue;
             }
@@ -96,7 +96,7 @@ fn cbor_to_json_gives_the_json_value_with_identical_numbers() {
     for (case, watch) in cases() {
         let want = json_canon(&read(&case, "b.json"));
         for file in ["b.cbor", "b.cbor.2"] {
-            let path = shared().join("corpus/objects").join(&case).join(file);
+            let path = data().join("corpus/objects").join(&case).join(file);
             if !path.exists() {
                 continue;
             }

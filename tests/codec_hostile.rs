@@ -131,7 +131,7 @@ fn huge_length_headers() {
 #[test]
 fn truncated_items() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cbor = std::fs::read(shared().join("corpus/objects/configmap/b.cbor")).unwrap();
+    let cbor = std::fs::read(data().join("corpus/objects/configmap/b.cbor")).unwrap();
     for cut in 0..cbor.len() {
         let r = cbor_to_json(&cbor[..cut], CborToJsonOptions::default());
         let e = r.expect_err("a prefix must not decode");
@@ -140,7 +140,7 @@ fn truncated_items() {
             "cut {cut}: {e}"
         );
     }
-    let json = std::fs::read(shared().join("corpus/objects/configmap/b.json")).unwrap();
+    let json = std::fs::read(data().join("corpus/objects/configmap/b.json")).unwrap();
     for cut in 0..json.len() - 1 {
         let r = json_to_cbor(&json[..cut], JsonToCborOptions::default());
         assert!(r.is_err(), "JSON prefix of {cut} bytes accepted");

@@ -60,7 +60,7 @@ fn same(a: &Value, b: &Value) -> bool {
 
 #[test]
 fn appendix_a_as_kubernetes_decodes_it() {
-    let path = shared().join("vectors/k8s_appendix_a_expectations.json");
+    let path = data().join("vectors/k8s_appendix_a_expectations.json");
     let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let vectors = doc["vectors"].as_array().unwrap();
     assert!(vectors.len() > 80);
@@ -117,10 +117,10 @@ fn appendix_a_as_kubernetes_decodes_it() {
 fn appendix_a_file_parses_and_matches_expectations() {
     // The plain RFC vector file and the expectations list the same inputs.
     let a: Value =
-        serde_json::from_slice(&std::fs::read(shared().join("vectors/appendix_a.json")).unwrap())
+        serde_json::from_slice(&std::fs::read(data().join("vectors/appendix_a.json")).unwrap())
             .unwrap();
     let e: Value = serde_json::from_slice(
-        &std::fs::read(shared().join("vectors/k8s_appendix_a_expectations.json")).unwrap(),
+        &std::fs::read(data().join("vectors/k8s_appendix_a_expectations.json")).unwrap(),
     )
     .unwrap();
     let mut left: Vec<&str> = a

@@ -384,7 +384,7 @@ fn row_table_is_refused_in_cbor_and_falls_back_to_json() {
     );
     assert_eq!(r.status, 406);
     let recorded =
-        std::fs::read(support::shared().join("corpus/exchanges/b-table-cbor.body")).unwrap();
+        std::fs::read(support::data().join("corpus/exchanges/b-table-cbor.body")).unwrap();
     assert_eq!(r.body, recorded, "the CBOR-enabled apiserver's exact 406");
     assert!(h.standin().requests().is_empty());
     let r = once(h.proxy, "GET", CMS, &[("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9")], None);

@@ -1,5 +1,5 @@
 //! The codec: sans-IO, incremental transcoding between JSON and CBOR with
-//! Kubernetes' exact wire rules (`shared/spec/WIRE.md` §2 and §3).
+//! Kubernetes' exact wire rules (`docs/wire.md` §2 and §3).
 //!
 //! Bytes go in, in pieces of any size (one byte is fine), and bytes come out as
 //! soon as they can. Nothing here does I/O, is async, or knows about HTTP: the

@@ -1,5 +1,5 @@
 //! A stand-in for a kube-apiserver 1.36, in memory, reproducing the recorded wire
-//! behaviour (`shared/corpus`) closely enough to test cborgate against it and to run
+//! behaviour (`tests/data/corpus`) closely enough to test cborgate against it and to run
 //! `cborgate demo`. By default it is a legacy (CBOR-off) server, JSON-only; with
 //! [`CborMode::On`] it is a `CBORServingAndStorage=true` server (the `b-*`
 //! recordings), and with [`CborMode::Mixed`] some API groups are, as behind an

@@ -1,8 +1,8 @@
 //! End-to-end tests of the stand-in over real sockets with a tiny raw HTTP/1.1 client:
 //! the recorded `a-*` exchanges byte for byte, CRUD/404/409 flows, Table and
 //! PartialObjectMetadata shapes, watches, keep-alive, chunked bodies, upgrades and
-//! garbage input. Where `shared/corpus` is beside the repository, recorded files are
-//! compared too; the key recorded bodies are also embedded here. The CBOR modes
+//! garbage input. The recorded files in `tests/data/corpus` are compared too; the key
+//! recorded bodies are also embedded here. The CBOR modes
 //! (`b-*` recordings) are tested in the child module `tests_cbor.rs`.
 
 use std::net::SocketAddr;
@@ -35,18 +35,13 @@ const CM_BASIC: &str = "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata
 const CBOR_BODY: &[u8] =
     b"\xd9\xd9\xf7\xa2\x44kind\x49ConfigMap\x48metadata\xa1\x44name\x4ccm-cbor-post";
 
-/// The corpus file, if `shared/corpus` can be found beside the repository.
-fn corpus(rel: &str) -> Option<Vec<u8>> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut dirs = Vec::new();
-    if let Ok(d) = std::env::var("CBORGATE_CORPUS") {
-        dirs.push(PathBuf::from(d));
-    }
-    dirs.push(manifest.join("../shared/corpus"));
-    dirs.push(manifest.join("../../shared/corpus"));
-    dirs.push(manifest.join("shared/corpus"));
-    dirs.into_iter()
-        .find_map(|d| std::fs::read(d.join(rel)).ok())
+/// A recorded file from `tests/data/corpus` (always in the repository: a
+/// missing file is a test failure, never a silent skip).
+fn corpus(rel: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/corpus")
+        .join(rel);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[derive(Debug)]
@@ -467,9 +462,8 @@ async fn recorded_negotiation_errors_are_byte_identical() {
         assert_eq!(r.status, status, "{name}: {}", r.text());
         assert_apiserver_headers(&r, "application/json");
         assert_eq!(r.text(), want, "{name}");
-        if let Some(recorded) = corpus(&format!("exchanges/{name}.body")) {
-            assert_eq!(r.body, recorded, "{name} differs from the recording");
-        }
+        let recorded = corpus(&format!("exchanges/{name}.body"));
+        assert_eq!(r.body, recorded, "{name} differs from the recording");
     }
     // The CR's own 404 (corpus status-404-cr).
     let r = call(
@@ -481,20 +475,16 @@ async fn recorded_negotiation_errors_are_byte_identical() {
     )
     .await;
     assert_eq!((r.status, r.text().as_str()), (404, NOT_FOUND_CR));
-    if let Some(recorded) = corpus("objects/status-404-cr/a.json") {
-        assert_eq!(r.body, recorded);
-    }
-    if let Some(recorded) = corpus("objects/status-404/a.json") {
-        let r = call(
-            &s,
-            "GET",
-            "/api/v1/namespaces/corpus/configmaps/does-not-exist",
-            &[],
-            None,
-        )
-        .await;
-        assert_eq!(r.body, recorded);
-    }
+    assert_eq!(r.body, corpus("objects/status-404-cr/a.json"));
+    let r = call(
+        &s,
+        "GET",
+        "/api/v1/namespaces/corpus/configmaps/does-not-exist",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.body, corpus("objects/status-404/a.json"));
 }
 
 #[tokio::test]
@@ -540,9 +530,7 @@ async fn recorded_objects_have_the_recorded_shape() {
     assert!(r
         .text()
         .starts_with("{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\""));
-    if let Some(recorded) = corpus("exchanges/a-apiv1-cbor-json-q09.body") {
-        assert_eq!(r.body, recorded);
-    }
+    assert_eq!(r.body, corpus("exchanges/a-apiv1-cbor-json-q09.body"));
 }
 
 #[tokio::test]
@@ -988,10 +976,8 @@ async fn tables_and_partial_object_metadata() {
     assert!(r.text().starts_with(
         "{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":"
     ));
-    if let Some(rec) = corpus("objects/table-pods/a.json") {
-        let rec: Value = serde_json::from_slice(&rec).unwrap();
-        assert_eq!(v["columnDefinitions"], rec["columnDefinitions"]);
-    }
+    let rec: Value = serde_json::from_slice(&corpus("objects/table-pods/a.json")).unwrap();
+    assert_eq!(v["columnDefinitions"], rec["columnDefinitions"]);
     let cells = v["rows"][0]["cells"].as_array().unwrap();
     assert_eq!(cells[0], "pod-demo");
     assert_eq!(&cells[1..4], &[json!("0/1"), json!("Pending"), json!("0")]);
@@ -1024,10 +1010,8 @@ async fn tables_and_partial_object_metadata() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["Name", "Int", "Float", "Str"]);
-    if let Some(rec) = corpus("objects/table-gadgets/a.json") {
-        let rec: Value = serde_json::from_slice(&rec).unwrap();
-        assert_eq!(v["columnDefinitions"], rec["columnDefinitions"]);
-    }
+    let rec: Value = serde_json::from_slice(&corpus("objects/table-gadgets/a.json")).unwrap();
+    assert_eq!(v["columnDefinitions"], rec["columnDefinitions"]);
     // PartialObjectMetadata of a CR comes in ObjectMeta order, not sorted.
     let meta = serde_json::to_string(&v["rows"][0]["object"]["metadata"]).unwrap();
     assert!(
@@ -1052,10 +1036,9 @@ async fn tables_and_partial_object_metadata() {
     );
     assert_eq!(v["rows"][1]["cells"][0], "demo-config");
     assert_eq!(v["rows"][1]["cells"][1], 7);
-    if let Some(rec) = corpus("exchanges/b-table-cbor-json-fb.body") {
-        let rec: Value = serde_json::from_slice(&rec).unwrap();
-        assert_eq!(v["columnDefinitions"], rec["columnDefinitions"]);
-    }
+    let rec: Value =
+        serde_json::from_slice(&corpus("exchanges/b-table-cbor-json-fb.body")).unwrap();
+    assert_eq!(v["columnDefinitions"], rec["columnDefinitions"]);
     // A single object as a Table.
     let r = call(
         &s,
@@ -1195,12 +1178,10 @@ async fn discovery_version_and_health() {
     let crd = r.json();
     assert_eq!(crd["spec"]["names"]["kind"], "Gadget");
     assert_eq!(crd["metadata"]["generation"], 1);
-    if let Some(rec) = corpus("objects/crd-definition/a.json") {
-        let rec: Value = serde_json::from_slice(&rec).unwrap();
-        assert_eq!(crd["spec"], rec["spec"]);
-        let spec_text = |v: &Value| serde_json::to_string(&v["spec"]).unwrap();
-        assert_eq!(spec_text(&crd), spec_text(&rec));
-    }
+    let rec: Value = serde_json::from_slice(&corpus("objects/crd-definition/a.json")).unwrap();
+    assert_eq!(crd["spec"], rec["spec"]);
+    let spec_text = |v: &Value| serde_json::to_string(&v["spec"]).unwrap();
+    assert_eq!(spec_text(&crd), spec_text(&rec));
     let r = call(&s, "GET", "/version", &[], None).await;
     assert!(r
         .text()

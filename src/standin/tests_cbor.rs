@@ -116,15 +116,26 @@ fn normalized(v: &Value, managed: bool) -> Value {
     }
 }
 
-/// A recorded exchange: status, Content-Type and body.
+/// A recorded exchange: status, Content-Type and body. `None` only where the
+/// recording holds no answer: the CBOR-on server dropped `/api/v1` with CBOR in
+/// `Accept` (a 1.36 bug; `b-apiv1-cbor.headers` is empty and there is no body,
+/// see `tests/data/README.md`). Missing or unparsable files fail the test.
 fn recorded(name: &str) -> Option<(u16, String, Vec<u8>)> {
-    let headers = String::from_utf8(corpus(&format!("exchanges/{name}.headers"))?).ok()?;
-    let status = headers.split(' ').nth(1)?.parse().ok()?;
+    let headers = String::from_utf8(corpus(&format!("exchanges/{name}.headers"))).unwrap();
+    if headers.is_empty() {
+        return None;
+    }
+    let status = headers
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{name}.headers: no status line"));
     let ct = headers
         .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: "))?
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap_or_else(|| panic!("{name}.headers: no Content-Type"))
         .to_string();
-    let body = corpus(&format!("exchanges/{name}.body")).unwrap_or_default();
+    let body = corpus(&format!("exchanges/{name}.body"));
     Some((status, ct, body))
 }
 
@@ -156,6 +167,7 @@ fn check(name: &str, r: &Resp, status: u16, content_type: &str, cmp: Cmp) {
     if content_type == CBOR {
         assert_server_cbor(&r.body);
     }
+    // Only `b-apiv1-cbor` has no recorded answer (see `recorded`).
     let Some((rec_status, rec_ct, rec_body)) = recorded(name) else {
         return;
     };
@@ -331,13 +343,12 @@ async fn recorded_cbor_exchanges() {
         let json = call(&s, "GET", path, &[], None).await;
         assert_eq!(cbor_value(&r.body), json.json(), "{path}");
     }
-    if let Some((_, _, rec)) = recorded("b-apis-apps-v1-cbor") {
-        let rec = cbor_value(&rec);
-        assert_eq!(
-            (rec["kind"].as_str(), rec["apiVersion"].as_str()),
-            (Some("APIResourceList"), Some("v1"))
-        );
-    }
+    let rec = corpus("exchanges/b-apis-apps-v1-cbor.body");
+    let rec = cbor_value(&rec);
+    assert_eq!(
+        (rec["kind"].as_str(), rec["apiVersion"].as_str()),
+        (Some("APIResourceList"), Some("v1"))
+    );
     // /api/v1: 1.36 crashes the request (b-apiv1-cbor has no response); served here,
     // with the same resources as the legacy server listed (a-apiv1-cbor-json-q09).
     let core: Value = serde_json::from_str(crate::standin::seed::CORE_V1_RESOURCES).unwrap();
@@ -349,9 +360,8 @@ async fn recorded_cbor_exchanges() {
         check("b-apiv1-cbor", &r, 200, CBOR, Cmp::Head);
         assert_eq!(cbor_value(&r.body), core);
     }
-    if let Some(rec) = corpus("exchanges/a-apiv1-cbor-json-q09.body") {
-        assert_eq!(core, serde_json::from_slice::<Value>(&rec).unwrap());
-    }
+    let rec = corpus("exchanges/a-apiv1-cbor-json-q09.body");
+    assert_eq!(core, serde_json::from_slice::<Value>(&rec).unwrap());
 
     // Writes to cm-cbor-post, in the recorded order.
     let r = call(
@@ -405,11 +415,10 @@ async fn recorded_cbor_exchanges() {
     let t = r.json();
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["rows"][1]["cells"][0], "cm-cbor-post");
-    if let Some((_, _, rec)) = recorded("b-table-cbor-json-fb") {
-        let rec: Value = serde_json::from_slice(&rec).unwrap();
-        assert_eq!(t["columnDefinitions"], rec["columnDefinitions"]);
-        assert_eq!(t["rows"][0]["cells"][0], rec["rows"][0]["cells"][0]);
-    }
+    let rec = corpus("exchanges/b-table-cbor-json-fb.body");
+    let rec: Value = serde_json::from_slice(&rec).unwrap();
+    assert_eq!(t["columnDefinitions"], rec["columnDefinitions"]);
+    assert_eq!(t["rows"][0]["cells"][0], rec["rows"][0]["cells"][0]);
     // YAML and protobuf keep the stand-in's simplified bodies.
     let r = call(&s, "GET", &basic, &[("Accept", "application/yaml")], None).await;
     check("b-yaml", &r, 200, "application/yaml", Cmp::Head);
@@ -484,10 +493,9 @@ async fn recorded_cbor_objects() {
         serde_json::from_str::<Value>(NOT_FOUND_CR).unwrap()
     );
     for rec in ["status-404-cr/b.cbor", "status-404-cr/b.cbor.2"] {
-        if let Some(rec) = corpus(&format!("objects/{rec}")) {
-            assert_server_cbor(&rec);
-            assert_eq!(cbor_value(&r.body), cbor_value(&rec));
-        }
+        let rec = corpus(&format!("objects/{rec}"));
+        assert_server_cbor(&rec);
+        assert_eq!(cbor_value(&r.body), cbor_value(&rec));
     }
     let table = ("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1");
     for (obj, path) in [
@@ -499,9 +507,7 @@ async fn recorded_cbor_objects() {
     ] {
         let r = call(&s, "GET", path, &[table], None).await;
         assert_eq!((r.status, r.text().as_str()), (406, NA_CBOR), "{obj}");
-        if let Some(rec) = corpus(&format!("objects/{obj}/b.cbor")) {
-            assert_eq!(r.body, rec, "{obj}");
-        }
+        assert_eq!(r.body, corpus(&format!("objects/{obj}/b.cbor")), "{obj}");
     }
     // Every recorded CBOR object is what this file calls server CBOR, and the
     // real server's shuffling shows between the two captures.
@@ -513,12 +519,8 @@ async fn recorded_cbor_objects() {
         "pomlist-pods",
         "status-404",
     ] {
-        let (Some(a), Some(b)) = (
-            corpus(&format!("objects/{obj}/b.cbor")),
-            corpus(&format!("objects/{obj}/b.cbor.2")),
-        ) else {
-            continue;
-        };
+        let a = corpus(&format!("objects/{obj}/b.cbor"));
+        let b = corpus(&format!("objects/{obj}/b.cbor.2"));
         assert_server_cbor(&a);
         assert_server_cbor(&b);
         assert_eq!(cbor_value(&a), cbor_value(&b), "{obj}");
@@ -909,9 +911,7 @@ async fn cbor_watch_with_initial_events_and_live_changes() {
         ("b-watch-json", "application/json", &json_events),
     ];
     for (name, ct, events) in recordings {
-        let Some(body) = corpus(&format!("exchanges/{name}.body")) else {
-            continue;
-        };
+        let body = corpus(&format!("exchanges/{name}.body"));
         let rec: Vec<Value> = if ct == CBOR {
             cbor_seq(&body)
         } else {
@@ -931,13 +931,12 @@ async fn cbor_watch_with_initial_events_and_live_changes() {
     assert_eq!(r.status, 200);
 
     // The recorded stream's shape (objects/watch-initial-events): tag twice per event.
-    if let Some(rec) = corpus("objects/watch-initial-events/b.cbor") {
-        let mut i = 0;
-        while i < rec.len() {
-            let end = walk(&rec, i);
-            assert_server_cbor(&rec[i..end]);
-            i = end;
-        }
+    let rec = corpus("objects/watch-initial-events/b.cbor");
+    let mut i = 0;
+    while i < rec.len() {
+        let end = walk(&rec, i);
+        assert_server_cbor(&rec[i..end]);
+        i = end;
     }
 }
 

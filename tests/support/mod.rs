@@ -5,14 +5,10 @@
 
 use std::path::PathBuf;
 
-pub fn shared() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for cand in [here.join("../shared"), here.join("shared")] {
-        if cand.join("corpus").is_dir() {
-            return cand;
-        }
-    }
-    panic!("shared/ not found next to the repository");
+/// The recorded data the tests compare against: `tests/data` in this
+/// repository (see its README.md). Nothing outside the repository is read.
+pub fn data() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 pub fn hex(s: &str) -> Vec<u8> {
