@@ -9,11 +9,24 @@
 //!   anything else), the API group and resource, and the verb label of
 //!   `apiserver_request_total`.
 //! - [`plan`]: the decision table and the upstream modes; one test per row of WIRE.md §1.
+//! - [`auto`]: `auto` mode's CBOR-first body and `Accept`, from what was learned.
+//! - [`local`]: the Statuses cborgate answers itself outside the `Accept` table (limits,
+//!   admission, a bad body, failures on the way to the upstream).
+//! - [`response`]: what to do with the upstream's response head (transcode, pass
+//!   through, replay after a 415), what it teaches, and the format label.
 
+pub mod auto;
+pub mod local;
 pub mod media;
 pub mod plan;
+pub mod response;
 pub mod route;
 
+pub use auto::{CapabilityKey, Learned};
+pub use local::{Failure, RequestLimits};
 pub use media::Format;
-pub use plan::{plan, BodyAction, LocalReply, Plan, RequestHead, ResponseAction, UpstreamMode};
+pub use plan::{
+    plan, plan_with, BodyAction, LocalReply, Plan, RequestHead, ResponseAction, UpstreamMode,
+};
+pub use response::{OnResponse, ResponseHead};
 pub use route::{ResourceRoute, Route};

@@ -13,6 +13,7 @@
 //! (`a-post-cbor-acc-cbor`: 406, not 415); PATCH routes declare the patch types they consume,
 //! and the router checks `Content-Type` before `Accept` (`a-apply-cbor`).
 
+use super::auto::{self, CapabilityKey, Learned};
 use super::media::{
     AcceptHeader, ContentType, Format, Negotiated, Offer, Restrictions, NOT_ACCEPTABLE_MESSAGE,
 };
@@ -45,16 +46,15 @@ pub const BODY_UNSUPPORTED_MESSAGE: &str = "the body of the request was in an un
 /// How cborgate treats the upstream (WIRE.md §5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum UpstreamMode {
-    /// Learn per (verb, group, resource) whether the upstream takes CBOR. Not implemented
-    /// yet: planned exactly as [`UpstreamMode::Legacy`].
+    /// Learn per (verb, group, resource) whether the upstream takes CBOR: planned as
+    /// [`UpstreamMode::Legacy`], then made CBOR-first by [`super::auto`].
     #[default]
     Auto,
     /// The upstream speaks JSON only: always transcode.
     Legacy,
     /// The upstream is CBOR-enabled: pass everything through untouched.
     Native,
-    /// Load-test gateway: JSON clients are sent to the upstream as CBOR. Not implemented
-    /// yet: planned exactly as [`UpstreamMode::Legacy`].
+    /// Load-test gateway: JSON clients are sent to the upstream as CBOR.
     Upgrade,
 }
 
@@ -74,6 +74,8 @@ pub struct RequestHead<'a> {
     pub content_type: Option<&'a str>,
     /// `Connection: upgrade` with an `Upgrade` header.
     pub upgrade: bool,
+    /// The declared body length (`Content-Length`), if any.
+    pub declared_len: Option<u64>,
 }
 
 /// What to do with the request body.
@@ -175,6 +177,9 @@ pub struct Plan {
     pub reply: Option<LocalReply>,
     /// A watch, an upgrade or a connect subresource: no response-header timeout applies.
     pub long_running: bool,
+    /// `auto`: the CBOR body goes upstream as CBOR first (the body action then applies
+    /// only to the JSON replay after a 415; see [`Plan::on_response`]).
+    pub cbor_first: bool,
 }
 
 impl Plan {
@@ -189,9 +194,26 @@ impl Plan {
         }
     }
 
+    /// Whether the upstream request goes without `Accept-Encoding`: a body that may be
+    /// transcoded must arrive as identity-coded text.
+    pub fn strips_accept_encoding(&self) -> bool {
+        self.response != ResponseAction::PassThrough
+            || self.error_response != ResponseAction::PassThrough
+    }
+
+    /// The body action for the upstream request: none while a CBOR body goes up as CBOR
+    /// first (`auto`), [`Plan::body`] otherwise and for the replay.
+    pub fn body_for_attempt(&self, replay: bool) -> BodyAction {
+        if self.cbor_first && !replay {
+            BodyAction::PassThrough
+        } else {
+            self.body
+        }
+    }
+
     /// The key under which upstream capabilities are remembered: (verb, group, resource),
     /// for resource routes only.
-    pub fn capability_key(&self) -> Option<(&'static str, &str, &str)> {
+    pub fn capability_key(&self) -> Option<CapabilityKey<'_>> {
         match &self.route {
             Route::Resource(r) => Some((self.verb, r.group.as_str(), r.resource.as_str())),
             _ => None,
@@ -199,17 +221,30 @@ impl Plan {
     }
 }
 
-/// Decides what cborgate does with a request. Pure and total: any head, however malformed,
-/// gives a plan.
+/// Decides what cborgate does with a request, with nothing learned about the upstream.
+/// Pure and total: any head, however malformed, gives a plan.
 pub fn plan(head: &RequestHead<'_>, mode: UpstreamMode) -> Plan {
+    plan_with(head, mode, |_| None)
+}
+
+/// Decides what cborgate does with a request. `learned` says what `auto` mode knows of
+/// the request's (verb, group, resource); it is asked only in `auto` mode, and only for
+/// resource routes. Pure and total.
+pub fn plan_with(
+    head: &RequestHead<'_>,
+    mode: UpstreamMode,
+    learned: impl FnOnce(CapabilityKey<'_>) -> Option<Learned>,
+) -> Plan {
     let emulation = Emulation::of(head);
     match mode {
         UpstreamMode::Legacy => emulation.legacy_plan(),
         UpstreamMode::Native => emulation.native_plan(),
-        // TODO(auto): send CBOR requests as CBOR, ask for CBOR with JSON as fallback, replay
-        // as JSON after an upstream 415 and remember that per `Plan::capability_key`. Until
-        // then the safe choice is to assume a legacy upstream.
-        UpstreamMode::Auto => emulation.legacy_plan(),
+        UpstreamMode::Auto => {
+            let mut p = emulation.legacy_plan();
+            let known = p.capability_key().and_then(learned);
+            auto::apply(&mut p, known, head.declared_len);
+            p
+        }
         UpstreamMode::Upgrade => emulation.upgrade_plan(),
     }
 }
@@ -356,6 +391,7 @@ impl<'a> Emulation<'a> {
             upstream_accept: None,
             reply: None,
             long_running,
+            cbor_first: false,
         }
     }
 
@@ -641,6 +677,7 @@ mod tests {
             accept,
             content_type,
             upgrade: false,
+            declared_len: None,
         }
     }
 
@@ -1375,17 +1412,203 @@ mod tests {
         }
     }
 
+    /// `auto` is the legacy plan plus the CBOR-first body and `Accept` (table).
     #[test]
-    fn auto_plans_like_legacy() {
-        // The proxy adds CBOR-first and the 415 replay on top of the legacy plan.
-        for (method, target, accept, ct) in [
-            ("GET", CM_ONE, Some("application/cbor"), None),
-            ("POST", CM, Some(TABLE), Some("application/cbor")),
-            ("PATCH", CM_ONE, None, Some("application/json-patch+cbor")),
-            ("GET", "/version", Some("application/cbor"), None),
-        ] {
-            let h = head(method, target, accept, ct);
-            assert_eq!(plan(&h, UpstreamMode::Auto), plan(&h, UpstreamMode::Legacy));
+    fn auto_is_legacy_made_cbor_first() {
+        use crate::negotiate::auto::REPLAYABLE_BODY;
+        let small = Some(100);
+        let large = Some(REPLAYABLE_BODY + 1);
+        // (method, target, accept, content type, declared length, learned,
+        //  CBOR-first body, CBOR-first Accept)
+        let cases = [
+            (
+                "GET",
+                CM_ONE,
+                Some("application/cbor"),
+                None,
+                None,
+                None,
+                false,
+                true,
+            ),
+            (
+                "GET",
+                CM,
+                Some("application/cbor"),
+                None,
+                None,
+                Some(Learned::NeedsJson),
+                false,
+                true,
+            ),
+            (
+                "POST",
+                CM,
+                Some("application/cbor"),
+                Some("application/cbor"),
+                small,
+                None,
+                true,
+                true,
+            ),
+            (
+                "POST",
+                CM,
+                Some("application/json"),
+                Some("application/cbor"),
+                small,
+                None,
+                true,
+                false,
+            ),
+            (
+                "PUT",
+                CM_ONE,
+                None,
+                Some("application/cbor"),
+                small,
+                Some(Learned::SpeaksCbor),
+                true,
+                false,
+            ),
+            // Known to need JSON, too large to replay, or unframed: JSON at once.
+            (
+                "POST",
+                CM,
+                None,
+                Some("application/cbor"),
+                small,
+                Some(Learned::NeedsJson),
+                false,
+                false,
+            ),
+            (
+                "POST",
+                CM,
+                None,
+                Some("application/cbor"),
+                large,
+                None,
+                false,
+                false,
+            ),
+            (
+                "POST",
+                CM,
+                None,
+                Some("application/cbor"),
+                None,
+                None,
+                false,
+                false,
+            ),
+            (
+                "PATCH",
+                CM_ONE,
+                None,
+                Some("application/apply-patch+cbor"),
+                small,
+                None,
+                true,
+                false,
+            ),
+            // /api/v1 is never asked for CBOR (1.36 drops that request).
+            (
+                "GET",
+                "/api/v1",
+                Some("application/cbor"),
+                None,
+                None,
+                None,
+                false,
+                false,
+            ),
+            (
+                "GET",
+                "/apis/apps/v1",
+                Some("application/cbor"),
+                None,
+                None,
+                None,
+                false,
+                true,
+            ),
+            // Refused or untouched requests are the legacy plan exactly.
+            (
+                "PATCH",
+                CM_ONE,
+                None,
+                Some("application/json-patch+cbor"),
+                small,
+                None,
+                false,
+                false,
+            ),
+            (
+                "POST",
+                CM,
+                Some(TABLE),
+                Some("application/cbor"),
+                small,
+                None,
+                false,
+                false,
+            ),
+            (
+                "GET",
+                "/version",
+                Some("application/cbor"),
+                None,
+                None,
+                None,
+                false,
+                false,
+            ),
+        ];
+        for (method, target, accept, ct, len, learned, cbor_body, cbor_accept) in cases {
+            let h = RequestHead {
+                declared_len: len,
+                ..head(method, target, accept, ct)
+            };
+            let asked = std::cell::Cell::new(None);
+            let auto = plan_with(&h, UpstreamMode::Auto, |key| {
+                asked.set(Some((key.0, key.1.to_string(), key.2.to_string())));
+                learned
+            });
+            let legacy = plan(&h, UpstreamMode::Legacy);
+            let what = format!("{method} {target} {accept:?} {ct:?} {len:?} {learned:?}");
+            assert_eq!(auto.cbor_first, cbor_body, "{what}");
+            if let Some((verb, _, resource)) = asked.take() {
+                assert_eq!(
+                    (verb, resource.as_str()),
+                    (legacy.verb, "configmaps"),
+                    "{what}"
+                );
+            }
+            let want_accept = match (&legacy.upstream_accept, cbor_accept) {
+                (Some(a), true) => Some(format!(
+                    "{}, {a};q=0.9",
+                    a.replacen("application/json", "application/cbor", 1)
+                )),
+                (a, false) => a.clone(),
+                (None, true) => panic!("{what}: no Accept to make CBOR-first"),
+            };
+            assert_eq!(auto.upstream_accept, want_accept, "{what}");
+            // Everything else is the legacy plan.
+            let rest = Plan {
+                cbor_first: legacy.cbor_first,
+                upstream_accept: legacy.upstream_accept.clone(),
+                ..auto.clone()
+            };
+            assert_eq!(rest, legacy, "{what}");
+            // The first attempt sends a CBOR-first body untouched; the replay transcodes.
+            let first = if cbor_body {
+                BodyAction::PassThrough
+            } else {
+                auto.body
+            };
+            assert_eq!(auto.body_for_attempt(false), first, "{what}");
+            assert_eq!(auto.body_for_attempt(true), auto.body, "{what}");
         }
         assert_eq!(UpstreamMode::default(), UpstreamMode::Auto);
     }
@@ -1824,7 +2047,19 @@ mod tests {
                 );
             }
             assert_eq!(p.upstream_accept.is_some(), p.response != PASS, "{h:?}");
-            if let Some(accept) = &p.upstream_accept {
+            // auto's `Accept` is the legacy one, or the legacy one made CBOR-first.
+            let legacy = plan(h, UpstreamMode::Legacy).upstream_accept;
+            if mode == UpstreamMode::Auto && p.upstream_accept != legacy {
+                let json = legacy.clone().expect("auto rewrites only an Accept it has");
+                let cbor = json.replacen(JSON, CBOR, 1);
+                assert_eq!(p.upstream_accept, Some(format!("{cbor}, {json};q=0.9")));
+            }
+            let checked = if mode == UpstreamMode::Auto {
+                &legacy
+            } else {
+                &p.upstream_accept
+            };
+            if let Some(accept) = checked {
                 let target = match p.response {
                     ResponseAction::CborToJson { .. } => CBOR,
                     _ => JSON,
@@ -1919,6 +2154,7 @@ mod tests {
                         accept: Some(accept),
                         content_type: ct,
                         upgrade: false,
+                        declared_len: None,
                     });
                     check_invariants(&RequestHead {
                         method,
@@ -1927,6 +2163,7 @@ mod tests {
                         accept: Some(accept),
                         content_type: ct,
                         upgrade: true,
+                        declared_len: Some(10),
                     });
                 }
             }
@@ -1965,6 +2202,7 @@ mod tests {
                 accept: Some(&accept),
                 content_type: Some(&content_type),
                 upgrade: round % 11 == 0,
+                declared_len: (round % 3 != 0).then_some(round * 37),
             });
             check_invariants(&RequestHead {
                 method,
@@ -1973,6 +2211,7 @@ mod tests {
                 accept: Some(&accept),
                 content_type: Some(&content_type),
                 upgrade: false,
+                declared_len: Some(round * 41),
             });
         }
     }

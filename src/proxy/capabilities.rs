@@ -1,20 +1,16 @@
 //! What `auto` mode has learned about the upstream, per (verb, API group,
 //! resource): whether it refused CBOR request bodies (415) and so needs JSON,
 //! or answered in CBOR. Entries expire after a TTL, and then cborgate probes
-//! with CBOR again. Read by the proxy and shown at `/debug/capabilities`.
+//! with CBOR again. Read by the proxy and shown at `/debug/capabilities`. What a
+//! [`Learned`] means for a request is decided in `negotiate::auto`.
 
+pub use crate::negotiate::{CapabilityKey, Learned};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// What the upstream showed for a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Learned {
-    /// It answered a CBOR request body with 415: send JSON.
-    NeedsJson,
-    /// It answered in CBOR: it speaks CBOR for this key.
-    SpeaksCbor,
-}
+/// The clock entries are timed with: `Instant::now` outside tests.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -31,26 +27,37 @@ const MAX_ENTRIES: usize = 4096;
 pub struct Capabilities {
     ttl: Duration,
     entries: Mutex<HashMap<Key, Entry>>,
+    now: Clock,
 }
 
 impl Capabilities {
     pub fn new(ttl: Duration) -> Self {
+        Self::with_clock(ttl, Arc::new(Instant::now))
+    }
+
+    /// With a clock of the caller's (tests move time instead of waiting for it).
+    pub fn with_clock(ttl: Duration, now: Clock) -> Self {
         Capabilities {
             ttl,
             entries: Mutex::new(HashMap::new()),
+            now,
         }
+    }
+
+    fn age(&self, e: &Entry) -> Duration {
+        (self.now)().saturating_duration_since(e.at)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What is known, if it has not expired.
-    pub fn get(&self, verb: &str, group: &str, resource: &str) -> Option<Learned> {
+    /// What is known of `key`, if it has not expired.
+    pub fn get(&self, (verb, group, resource): CapabilityKey<'_>) -> Option<Learned> {
         let key = (verb.to_string(), group.to_string(), resource.to_string());
         let mut m = self.lock();
         match m.get(&key) {
-            Some(e) if e.at.elapsed() < self.ttl => Some(e.learned),
+            Some(e) if self.age(e) < self.ttl => Some(e.learned),
             Some(_) => {
                 m.remove(&key);
                 None
@@ -59,11 +66,11 @@ impl Capabilities {
         }
     }
 
-    pub fn learn(&self, verb: &str, group: &str, resource: &str, learned: Learned) {
+    pub fn learn(&self, (verb, group, resource): CapabilityKey<'_>, learned: Learned) {
         let mut m = self.lock();
         if m.len() >= MAX_ENTRIES {
-            let ttl = self.ttl;
-            m.retain(|_, e| e.at.elapsed() < ttl);
+            let (ttl, now) = (self.ttl, (self.now)());
+            m.retain(|_, e| now.saturating_duration_since(e.at) < ttl);
             if m.len() >= MAX_ENTRIES {
                 return;
             }
@@ -72,7 +79,7 @@ impl Capabilities {
             (verb.to_string(), group.to_string(), resource.to_string()),
             Entry {
                 learned,
-                at: Instant::now(),
+                at: (self.now)(),
                 wall: SystemTime::now(),
             },
         );
@@ -83,7 +90,7 @@ impl Capabilities {
         let m = self.lock();
         let mut rows: Vec<_> = m
             .iter()
-            .filter(|(_, e)| e.at.elapsed() < self.ttl)
+            .filter(|(_, e)| self.age(e) < self.ttl)
             .map(|((verb, group, resource), e)| {
                 let secs = e.wall.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
                 let mut learned_at = Vec::new();
@@ -97,7 +104,7 @@ impl Capabilities {
                         Learned::SpeaksCbor => "cbor",
                     },
                     "learnedAt": String::from_utf8_lossy(&learned_at),
-                    "expiresInSeconds": self.ttl.saturating_sub(e.at.elapsed()).as_secs(),
+                    "expiresInSeconds": self.ttl.saturating_sub(self.age(e)).as_secs(),
                 })
             })
             .collect();
@@ -111,13 +118,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn entries_expire() {
-        let c = Capabilities::new(Duration::from_millis(30));
-        c.learn("POST", "", "configmaps", Learned::NeedsJson);
-        assert_eq!(c.get("POST", "", "configmaps"), Some(Learned::NeedsJson));
-        assert_eq!(c.get("PUT", "", "configmaps"), None);
+    fn entries_expire_after_the_ttl() {
+        let start = Instant::now();
+        let offset = Arc::new(Mutex::new(Duration::ZERO));
+        let o = offset.clone();
+        let clock: Clock = Arc::new(move || start + *o.lock().unwrap());
+        let c = Capabilities::with_clock(Duration::from_secs(600), clock);
+        c.learn(("POST", "", "configmaps"), Learned::NeedsJson);
+        assert_eq!(c.get(("POST", "", "configmaps")), Some(Learned::NeedsJson));
+        assert_eq!(c.get(("PUT", "", "configmaps")), None);
         assert!(c.to_json().contains("\"upstream\":\"json\""));
-        std::thread::sleep(Duration::from_millis(40));
-        assert_eq!(c.get("POST", "", "configmaps"), None);
+        *offset.lock().unwrap() = Duration::from_secs(599);
+        assert!(c.to_json().contains("\"expiresInSeconds\":1"));
+        assert_eq!(c.get(("POST", "", "configmaps")), Some(Learned::NeedsJson));
+        *offset.lock().unwrap() = Duration::from_secs(600);
+        assert_eq!(c.get(("POST", "", "configmaps")), None);
+        assert!(!c.to_json().contains("configmaps"));
     }
 }

@@ -1,0 +1,232 @@
+//! The `Status` answers cborgate gives itself outside the `Accept` table
+//! (docs/wire.md §4): limits (431, 413), admission (429), a bad request body
+//! (400), and failures on the way to the upstream (503 with `Retry-After`, 504,
+//! and a 415 that cannot be replayed). Each is written in the format a
+//! CBOR-enabled server would write its errors in for this request.
+
+use super::media::Format;
+use super::plan::{BodyAction, LocalReply, Plan};
+
+/// What went wrong on the way to or from the upstream, before its answer began.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The upstream's name does not resolve (the message names the host).
+    Unresolved(String),
+    /// Connecting, or the TLS handshake, failed; the kind is pingora's error type.
+    Unavailable(&'static str),
+    /// The upstream closed the connection before it sent a response head.
+    ClosedBeforeAnswer,
+    /// No response head within `upstream.response_header_timeout_seconds`.
+    HeaderTimeout,
+    /// `auto`: the upstream refused the CBOR body (415) and it was too large to
+    /// keep for a replay.
+    RefusedNotReplayable,
+}
+
+/// The size limits a request is held to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// `server.max_header_bytes`: the request line and headers, as HTTP/1.1 text.
+    pub max_header_bytes: usize,
+    /// `codec.max_request_body_bytes`: a body cborgate transcodes.
+    pub max_request_body: u64,
+}
+
+/// A reply and whether it carries `Retry-After: 1`.
+pub type Reply = (LocalReply, bool);
+
+impl Plan {
+    /// A Status in this request's error format (not pretty, no `details`).
+    pub fn error_reply(&self, code: u16, reason: &'static str, message: String) -> LocalReply {
+        LocalReply {
+            code,
+            reason,
+            message,
+            format: if self.error_format == Format::Cbor {
+                Format::Cbor
+            } else {
+                Format::Json
+            },
+            pretty: false,
+            empty_details: false,
+        }
+    }
+
+    /// 431 for a request head over the limit; checked before anything else.
+    pub fn head_refusal(&self, head_bytes: usize, limits: RequestLimits) -> Option<LocalReply> {
+        (head_bytes > limits.max_header_bytes).then(|| {
+            self.error_reply(
+                431,
+                "RequestHeaderFieldsTooLarge",
+                format!(
+                    "the request head is {head_bytes} bytes, over the limit of {} bytes",
+                    limits.max_header_bytes
+                ),
+            )
+        })
+    }
+
+    /// 429 with `Retry-After`, as kube-apiserver's max-in-flight filter answers.
+    pub fn too_many_requests(&self) -> Reply {
+        let message = "Too many requests, please try again later.".to_string();
+        (self.error_reply(429, "TooManyRequests", message), true)
+    }
+
+    /// 413 for a body cborgate would transcode whose size is over the limit: from its
+    /// declared length before it is read, or from what arrived while it is read.
+    pub fn body_refusal(
+        &self,
+        body_bytes: Option<u64>,
+        limits: RequestLimits,
+    ) -> Option<LocalReply> {
+        let transcoded = self.body != BodyAction::PassThrough;
+        let limit = limits.max_request_body;
+        (transcoded && body_bytes.is_some_and(|n| n > limit)).then(|| {
+            self.error_reply(
+                413,
+                "RequestEntityTooLarge",
+                format!("the request body is larger than the limit of {limit} bytes"),
+            )
+        })
+    }
+
+    /// 400 for a request body the codec refused; `what` is the format it should have
+    /// been in, `why` the codec's reason and byte offset.
+    pub fn bad_body(&self, why: &dyn std::fmt::Display) -> LocalReply {
+        let what = match self.body {
+            BodyAction::JsonToCbor { .. } => "JSON",
+            _ => "CBOR",
+        };
+        self.error_reply(
+            400,
+            "BadRequest",
+            format!("the request body is not valid {what}: {why}"),
+        )
+    }
+
+    /// The answer to a failure on the way to the upstream.
+    pub fn failure_reply(&self, failure: &Failure) -> Reply {
+        let unavailable =
+            |message: String| (self.error_reply(503, "ServiceUnavailable", message), true);
+        match failure {
+            Failure::Unresolved(why) => unavailable(why.clone()),
+            Failure::Unavailable(kind) => {
+                unavailable(format!("the upstream apiserver is unavailable: {kind}"))
+            }
+            Failure::ClosedBeforeAnswer => {
+                unavailable("the upstream apiserver closed the connection before answering".into())
+            }
+            Failure::HeaderTimeout => (
+                self.error_reply(
+                    504,
+                    "Timeout",
+                    "the upstream apiserver did not send response headers in time".into(),
+                ),
+                false,
+            ),
+            Failure::RefusedNotReplayable => (
+                self.error_reply(
+                    415,
+                    "UnsupportedMediaType",
+                    "the upstream refused the CBOR body and it was too large to replay as JSON"
+                        .into(),
+                ),
+                false,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::negotiate::plan::{plan, RequestHead, UpstreamMode};
+
+    const CMS: &str = "/api/v1/namespaces/ns/configmaps";
+    const LIMITS: RequestLimits = RequestLimits {
+        max_header_bytes: 1000,
+        max_request_body: 3 << 20,
+    };
+
+    fn plan_for(accept: &str, content_type: Option<&str>) -> Plan {
+        plan(
+            &RequestHead {
+                method: "POST",
+                path: CMS,
+                accept: Some(accept),
+                content_type,
+                ..Default::default()
+            },
+            UpstreamMode::Legacy,
+        )
+    }
+
+    /// Each local answer: (code, reason, Retry-After), in the client's error format.
+    #[test]
+    fn local_answers_table() {
+        let cbor = plan_for("application/cbor", Some("application/cbor"));
+        let json = plan_for("application/json", Some("application/cbor"));
+        let yaml = plan_for("application/yaml", Some("application/json"));
+        for (p, format) in [
+            (&cbor, Format::Cbor),
+            (&json, Format::Json),
+            (&yaml, Format::Json),
+        ] {
+            let replies: Vec<(LocalReply, bool)> = vec![
+                (p.head_refusal(1001, LIMITS).unwrap(), false),
+                p.too_many_requests(),
+                (p.bad_body(&"truncated at byte offset 3"), false),
+                p.failure_reply(&Failure::Unresolved(
+                    "cannot resolve the upstream host x".into(),
+                )),
+                p.failure_reply(&Failure::Unavailable("ConnectRefused")),
+                p.failure_reply(&Failure::ClosedBeforeAnswer),
+                p.failure_reply(&Failure::HeaderTimeout),
+                p.failure_reply(&Failure::RefusedNotReplayable),
+            ];
+            let got: Vec<(u16, &str, bool)> = replies
+                .iter()
+                .map(|(r, retry)| (r.code, r.reason, *retry))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    (431, "RequestHeaderFieldsTooLarge", false),
+                    (429, "TooManyRequests", true),
+                    (400, "BadRequest", false),
+                    (503, "ServiceUnavailable", true),
+                    (503, "ServiceUnavailable", true),
+                    (503, "ServiceUnavailable", true),
+                    (504, "Timeout", false),
+                    (415, "UnsupportedMediaType", false),
+                ]
+            );
+            for (r, _) in &replies {
+                assert_eq!(
+                    (r.format, r.pretty, r.empty_details),
+                    (format, false, false)
+                );
+            }
+        }
+        assert!(cbor.bad_body(&"x").message.contains("not valid CBOR: x"));
+        assert!(
+            cbor.failure_reply(&Failure::Unresolved("cannot resolve x".into()))
+                .0
+                .message
+                == "cannot resolve x"
+        );
+    }
+
+    #[test]
+    fn limits() {
+        let p = plan_for("application/cbor", Some("application/cbor"));
+        assert_eq!(p.head_refusal(1000, LIMITS), None);
+        assert_eq!(p.body_refusal(Some(3 << 20), LIMITS), None);
+        assert_eq!(p.body_refusal(None, LIMITS), None);
+        let r = p.body_refusal(Some((3 << 20) + 1), LIMITS).unwrap();
+        assert_eq!((r.code, r.reason), (413, "RequestEntityTooLarge"));
+        // Only a body cborgate transcodes is held to the limit.
+        let json_body = plan_for("application/json", Some("application/json"));
+        assert_eq!(json_body.body_refusal(Some(u64::MAX), LIMITS), None);
+    }
+}

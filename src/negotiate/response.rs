@@ -1,0 +1,235 @@
+//! What to do with the upstream's response head: transcode the body or pass it
+//! through (from the plan, the status, the `Content-Type` and the
+//! `Content-Encoding` the upstream actually sent), replay a refused CBOR body
+//! as JSON (`auto`), what that teaches about the upstream, and the format label
+//! the request is logged and counted with. Pure: the proxy only carries it out.
+
+use super::auto::Learned;
+use super::media::Format;
+use super::plan::{Plan, ResponseAction};
+
+/// What the upstream's response head says, as far as decisions go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResponseHead<'a> {
+    pub status: u16,
+    /// The `Content-Type` value, if any.
+    pub content_type: Option<&'a str>,
+    /// The `Content-Encoding` value, if any.
+    pub content_encoding: Option<&'a str>,
+}
+
+/// The decision about one response head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnResponse {
+    /// `auto`: the upstream refused the CBOR body with 415 before acting on it;
+    /// send the request again with the body as JSON, and show the client nothing
+    /// of this answer.
+    pub replay: bool,
+    /// What to do with the body: transcode (with [`ResponseAction::content_type`]
+    /// as the new `Content-Type`) or pass through.
+    pub action: ResponseAction,
+    /// What this answer teaches `auto` mode about the request's key.
+    pub learned: Option<Learned>,
+    /// The `response_format` label of the log line and the metrics.
+    pub format: &'static str,
+}
+
+/// The media type of a `Content-Type` value: parameters cut, trimmed.
+fn media_type(content_type: Option<&str>) -> &str {
+    content_type
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+}
+
+fn is_cbor(media: &str) -> bool {
+    media.eq_ignore_ascii_case("application/cbor")
+        || media.eq_ignore_ascii_case("application/cbor-seq")
+}
+
+impl Plan {
+    /// Decide what to do with the upstream's response head. `replayed`: this is
+    /// the answer to the JSON replay already.
+    pub fn on_response(&self, head: ResponseHead<'_>, replayed: bool) -> OnResponse {
+        if head.status == 415 && self.cbor_first && !replayed {
+            // The apiserver checks the body's media type before it decodes or acts
+            // on anything, so a 415 means the request had no effect, whatever its
+            // verb: replaying it as JSON is safe.
+            return OnResponse {
+                replay: true,
+                action: ResponseAction::PassThrough,
+                learned: Some(Learned::NeedsJson),
+                format: self.response_format.as_str(),
+            };
+        }
+        let media = media_type(head.content_type);
+        let (action, learned) = match self.response_for_status(head.status) {
+            ResponseAction::PassThrough => (ResponseAction::PassThrough, None),
+            // Upgrade mode: only a body labelled CBOR is made JSON; a watch is a
+            // sequence only when the upstream says so.
+            ResponseAction::CborToJson { watch } if is_cbor(media) => (
+                ResponseAction::CborToJson {
+                    watch: watch && media.eq_ignore_ascii_case("application/cbor-seq"),
+                },
+                None,
+            ),
+            ResponseAction::CborToJson { .. } => (ResponseAction::PassThrough, None),
+            // The upstream speaks CBOR: pass it through, never transcode twice.
+            ResponseAction::JsonToCbor { .. } if is_cbor(media) => {
+                (ResponseAction::PassThrough, Some(Learned::SpeaksCbor))
+            }
+            // Only identity-coded JSON can be read; anything else (and a 101)
+            // passes through as the upstream sent it.
+            ResponseAction::JsonToCbor { watch }
+                if media.eq_ignore_ascii_case("application/json")
+                    && head
+                        .content_encoding
+                        .is_none_or(|e| e.trim().eq_ignore_ascii_case("identity"))
+                    && head.status != 101 =>
+            {
+                (ResponseAction::JsonToCbor { watch }, None)
+            }
+            ResponseAction::JsonToCbor { .. } => (ResponseAction::PassThrough, None),
+        };
+        let format =
+            if action != ResponseAction::PassThrough || learned == Some(Learned::SpeaksCbor) {
+                self.response_format.as_str()
+            } else {
+                self.unanswered_format()
+            };
+        OnResponse {
+            replay: false,
+            action,
+            learned,
+            format,
+        }
+    }
+
+    /// The `response_format` label when the client gets the upstream's body as
+    /// it came, or nothing at all: `other` where CBOR was chosen but not what
+    /// arrived.
+    pub fn unanswered_format(&self) -> &'static str {
+        if self.response_format == Format::Cbor {
+            "other"
+        } else {
+            self.response_format.as_str()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::negotiate::plan::{plan, RequestHead, UpstreamMode};
+    use ResponseAction::*;
+
+    const CM: &str = "/api/v1/namespaces/ns/configmaps/c";
+    const CMS: &str = "/api/v1/namespaces/ns/configmaps";
+    const JSON: Option<&str> = Some("application/json");
+    const CBOR: Option<&str> = Some("application/cbor");
+    const SEQ: Option<&str> = Some("application/cbor-seq");
+
+    fn req(
+        method: &'static str,
+        path: &'static str,
+        query: Option<&'static str>,
+        accept: &'static str,
+        ct: Option<&'static str>,
+    ) -> RequestHead<'static> {
+        RequestHead {
+            method,
+            path,
+            query,
+            accept: Some(accept),
+            content_type: ct,
+            declared_len: Some(100),
+            ..Default::default()
+        }
+    }
+
+    fn resp(
+        status: u16,
+        content_type: Option<&'static str>,
+        encoding: Option<&'static str>,
+    ) -> ResponseHead<'static> {
+        ResponseHead {
+            status,
+            content_type,
+            content_encoding: encoding,
+        }
+    }
+
+    /// (replay, action, learned, format label).
+    type Want = (bool, ResponseAction, Option<Learned>, &'static str);
+
+    /// (mode, request, response, replayed) → [`Want`].
+    #[test]
+    fn response_decisions_table() {
+        use Learned::*;
+        use UpstreamMode::*;
+        let get_cbor = req("GET", CM, None, "application/cbor", None);
+        let get_json = req("GET", CM, None, "application/json", None);
+        let watch_cbor = req("GET", CMS, Some("watch=1"), "application/cbor", None);
+        let post_cbor = req("POST", CMS, None, "application/cbor", CBOR);
+        let get_json_watch = req("GET", CMS, Some("watch=1"), "application/json", None);
+        #[rustfmt::skip]
+        let cases: Vec<(UpstreamMode, &RequestHead, ResponseHead, bool, Want)> = vec![
+            // legacy: JSON answers become CBOR; anything else passes as it came.
+            (Legacy, &get_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Legacy, &get_cbor, resp(200, Some("application/json; charset=utf-8"), Some("identity")), false, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Legacy, &get_cbor, resp(200, JSON, Some("gzip")), false, (false, PassThrough, None, "other")),
+            (Legacy, &get_cbor, resp(200, Some("text/plain"), None), false, (false, PassThrough, None, "other")),
+            (Legacy, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor")),
+            (Legacy, &get_cbor, resp(404, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Legacy, &get_cbor, resp(101, JSON, None), false, (false, PassThrough, None, "other")),
+            (Legacy, &watch_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: true }, None, "cbor")),
+            (Legacy, &watch_cbor, resp(410, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Legacy, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
+            // A 415 replays only a CBOR-first body (auto), once.
+            (Legacy, &post_cbor, resp(415, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Auto, &post_cbor, resp(415, JSON, None), false, (true, PassThrough, Some(NeedsJson), "cbor")),
+            (Auto, &post_cbor, resp(415, JSON, None), true, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Auto, &post_cbor, resp(201, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor")),
+            (Auto, &post_cbor, resp(201, JSON, None), true, (false, JsonToCbor { watch: false }, None, "cbor")),
+            // upgrade: CBOR answers become JSON for a JSON client; a sequence only when labelled one.
+            (Upgrade, &get_json, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json")),
+            (Upgrade, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
+            (Upgrade, &get_json_watch, resp(200, SEQ, None), false, (false, CborToJson { watch: true }, None, "json")),
+            (Upgrade, &get_json_watch, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json")),
+            // native: nothing is transcoded.
+            (Native, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, None, "other")),
+            (Native, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
+        ];
+        for (mode, head, response, replayed, (replay, action, learned, format)) in cases {
+            let p = plan(head, mode);
+            let got = p.on_response(response, replayed);
+            let want = OnResponse {
+                replay,
+                action,
+                learned,
+                format,
+            };
+            assert_eq!(
+                got, want,
+                "{mode:?} {} {:?} {:?} → {response:?} replayed={replayed}",
+                head.method, head.path, head.accept
+            );
+        }
+    }
+
+    #[test]
+    fn unanswered_requests_are_labelled_other_where_cbor_was_chosen() {
+        let p = plan(
+            &req("GET", CM, None, "application/cbor", None),
+            UpstreamMode::Legacy,
+        );
+        assert_eq!(p.unanswered_format(), "other");
+        let p = plan(
+            &req("GET", CM, None, "application/json", None),
+            UpstreamMode::Legacy,
+        );
+        assert_eq!(p.unanswered_format(), "json");
+    }
+}

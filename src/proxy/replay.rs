@@ -1,0 +1,50 @@
+//! The 415 replay, the heart of `auto` mode: a CBOR body went upstream as CBOR
+//! first ([`crate::negotiate::Plan::cbor_first`]); the upstream refused it with
+//! 415 before acting on it ([`crate::negotiate::OnResponse::replay`]); cborgate
+//! learns that this (verb, group, resource) needs JSON and sends the same
+//! request again with the body as JSON, from the copy pingora keeps for
+//! retries. The client never sees the 415. pingora's retry loop carries it out:
+//! the refusal is an error marked for retry, once, and only with the whole body
+//! still in hand.
+
+use super::transcode::{CodecSettings, Exchange};
+use crate::metrics::metrics;
+use pingora::proxy::Session;
+use pingora::{Error, ErrorType};
+
+/// Start the replay after the upstream's 415 (what it teaches is learned with every
+/// other decision's): count it, get the JSON body ready, and return the error that
+/// makes pingora send the request again.
+pub fn start(ex: &mut Exchange, s: &CodecSettings) -> Box<Error> {
+    let m = metrics();
+    m.unsupported_media_type_total
+        .with_label_values(&["upstream"])
+        .inc();
+    m.fallbacks_total
+        .with_label_values(&["unsupported_media_type"])
+        .inc();
+    ex.start_replay(s);
+    Error::explain(
+        ErrorType::HTTPStatus(415),
+        "upstream refused CBOR; replaying as JSON",
+    )
+}
+
+/// Whether pingora retries after `e`: the replay once, with the whole body still
+/// kept; otherwise only idempotent requests whose body was kept, on a fresh
+/// connection when the failed one was reused (pingora's own rule).
+pub fn decide_retry(e: &mut Error, ex: &Exchange, session: &Session, client_reused: bool) {
+    let truncated = session.as_ref().retry_buffer_truncated();
+    if is_replay(ex, e) {
+        e.set_retry(!truncated);
+    } else if !session.req_header().method.is_idempotent() || truncated {
+        e.set_retry(false);
+    } else {
+        e.retry.decide_reuse(client_reused);
+    }
+}
+
+/// The error is the replay's own signal, not a failure worth a log line.
+pub fn is_replay(ex: &Exchange, e: &Error) -> bool {
+    ex.replay && matches!(e.etype(), ErrorType::HTTPStatus(415))
+}

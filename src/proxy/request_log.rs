@@ -1,0 +1,122 @@
+//! What each request leaves behind: the gauges it held given back, the
+//! counters its response head moves (upgrades, upstream 415s and 406s),
+//! `cborgate_requests_total` and the duration histogram, and its one log line
+//! (docs/surface.md "Logs").
+
+use super::transcode::Exchange;
+use crate::metrics::metrics;
+use pingora::proxy::Session;
+use pingora::{Error, ErrorType};
+use std::time::Duration;
+
+/// The status label of a request cborgate never answered because the client
+/// closed its connection first (nginx's "client closed request").
+const CLIENT_CLOSED: u16 = 499;
+
+/// Milliseconds, rounded to the microsecond, for log fields: `0.036`, not
+/// `0.035667000000000004`.
+fn ms(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
+/// Count what the upstream's response head says.
+pub fn count_response(session: &Session, ex: &mut Exchange, status: u16) {
+    let m = metrics();
+    match status {
+        101 => {
+            let proto = session
+                .req_header()
+                .headers
+                .get("upgrade")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.to_ascii_lowercase());
+            let label = match proto.as_deref() {
+                Some(p) if p.starts_with("spdy") => "spdy",
+                Some("websocket") => "websocket",
+                _ => "other",
+            };
+            m.upgrades_active.with_label_values(&[label]).inc();
+            ex.upgrade = Some(label);
+        }
+        415 => m
+            .unsupported_media_type_total
+            .with_label_values(&["upstream"])
+            .inc(),
+        406 => m
+            .not_acceptable_total
+            .with_label_values(&["upstream"])
+            .inc(),
+        _ => {}
+    }
+}
+
+/// Count a refusal cborgate answered from the request head alone.
+pub fn count_local_reply(code: u16) {
+    let m = metrics();
+    match code {
+        415 => m
+            .unsupported_media_type_total
+            .with_label_values(&["proxy"])
+            .inc(),
+        406 => m.not_acceptable_total.with_label_values(&["proxy"]).inc(),
+        _ => {}
+    }
+}
+
+/// The request is over: give back what it held, count it, and write its line.
+pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
+    let m = metrics();
+    ex.admitted.take();
+    if std::mem::take(&mut ex.watch_counted) {
+        m.watch_streams_active.dec();
+    }
+    if let Some(label) = ex.upgrade.take() {
+        m.upgrades_active.with_label_values(&[label]).dec();
+    }
+    let code = match (ex.status, session.response_written()) {
+        (0, Some(r)) => r.status.as_u16(),
+        (0, None) => CLIENT_CLOSED,
+        (c, _) => c,
+    };
+    let (verb, req_fmt, resp_fmt) = match ex.plan.as_ref() {
+        Some(p) => (
+            p.verb,
+            p.request_format.as_str(),
+            ex.format.unwrap_or_else(|| p.unanswered_format()),
+        ),
+        None => ("OTHER", "none", "none"),
+    };
+    m.requests_total
+        .with_label_values(&[verb, &code.to_string(), req_fmt, resp_fmt])
+        .inc();
+    let elapsed = ex.started.elapsed();
+    m.request_duration_seconds
+        .with_label_values(&[verb, resp_fmt])
+        .observe(elapsed.as_secs_f64());
+    let req = session.req_header();
+    let user_agent = req
+        .headers
+        .get("user-agent")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()));
+    // pingora's error type, where it says more than the status and reason do.
+    let error = e
+        .filter(|e| !matches!(e.etype(), ErrorType::HTTPStatus(_)))
+        .map(|e| e.etype().as_str());
+    tracing::info!(
+        target: "cborgate::proxy",
+        method = %req.method,
+        path = %req.uri.path(),
+        status = code,
+        verb,
+        request_format = req_fmt,
+        response_format = resp_fmt,
+        upstream_ms = ms(ex.upstream_time.unwrap_or_default()),
+        codec_ms = ms(ex.codec_time()),
+        total_ms = ms(elapsed),
+        client = session.client_addr().map(tracing::field::display),
+        user_agent = user_agent.as_deref(),
+        error,
+        reason = ex.reason.as_deref(),
+        "request"
+    );
+}
