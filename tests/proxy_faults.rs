@@ -136,7 +136,7 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
         &[("Accept", "application/cbor")],
         None,
     );
-    std::thread::sleep(Duration::from_millis(300));
+    h.wait_metric("cborgate_requests_total", &[], 1.0);
     let before = fd_count(pid);
     let mut watches = Vec::new();
     for _ in 0..20 {
@@ -150,7 +150,7 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
         assert_eq!(c.head().status, 200);
         watches.push(c);
     }
-    std::thread::sleep(Duration::from_millis(300));
+    h.wait_metric("cborgate_watch_streams_active", &[], 20.0);
     let during = fd_count(pid);
     assert!(during >= before + 30, "20 watches hold a client and an upstream socket each (one pooled connection may be reused): {before} -> {during}");
     assert_eq!(h.metric("cborgate_watch_streams_active", &[]), 20.0);
