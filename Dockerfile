@@ -13,8 +13,8 @@
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
 
-# 1) Dependency cache layer: only the manifests and the patched vendor/ crates.
-#    vendor/pingora-core is used through [patch.crates-io] in Cargo.toml, so it
+# 1) Dependency cache layer: only the manifests and the shims/ crates.
+#    shims/libz-ng-sys is used through [patch.crates-io] in Cargo.toml, so it
 #    must be present before any cargo command runs. Cargo.toml declares a
 #    workspace (members = ["bench/load"]): cargo loads every member's manifest
 #    before any command, so each member's Cargo.toml is copied here too (without
@@ -23,11 +23,11 @@ WORKDIR /src
 #    only that package, so the members' sources are never read and need no
 #    placeholder. A placeholder lib + bin for cborgate lets cargo compile its
 #    whole dependency graph; this layer is rebuilt only when a manifest,
-#    Cargo.lock or vendor/ changes. tests/dockerfile.rs runs this RUN on
+#    Cargo.lock or shims/ changes. tests/dockerfile.rs runs this RUN on
 #    exactly these files and checks every workspace member is copied.
 COPY Cargo.toml Cargo.lock ./
 COPY bench/load/Cargo.toml bench/load/
-COPY vendor/ vendor/
+COPY shims/ shims/
 RUN mkdir -p src \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \

@@ -3,11 +3,13 @@
 //!
 //! - [`codec`]: sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire rules.
 //! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
-//! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it.
+//! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it and
+//!   [`accept`] runs each connection (the request read timeout).
 //! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
 //! - [`standin`]: a JSON-only kube-apiserver stand-in for `demo` and tests.
 //! - [`tools`], [`cli`], [`demo`]: the commands.
 
+pub mod accept;
 pub mod admin;
 pub mod admission;
 pub mod cli;

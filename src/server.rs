@@ -7,6 +7,7 @@
 //! (stop accepting, let requests finish within the grace period); SIGHUP
 //! reloads certificates.
 
+use crate::accept::ReadTimeout;
 use crate::admin::Admin;
 use crate::admission::Admission;
 use crate::config::{Config, ConfigError, UpstreamUrl};
@@ -134,11 +135,6 @@ fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<(), ConfigErr
 /// whose message names the key or flag.
 pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
-    // The vendored pingora-core's start-of-connection read timeout (see its README.cborgate.md).
-    pingora::protocols::http::v1::server::DEFAULT_READ_TIMEOUT_SECS.store(
-        config.server.request_read_timeout_seconds,
-        Ordering::Relaxed,
-    );
     let listen: SocketAddr = config.server.listen.parse().map_err(|_| {
         ConfigError(format!(
             "server.listen: {:?} is not an IP:PORT address",
@@ -188,7 +184,15 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         capabilities: gate.capabilities(),
         admission: admission.clone(),
     };
-    let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, gate);
+    // pingora's `http_proxy_service` with cborgate's own loop around the proxy, for
+    // `server.request_read_timeout_seconds` (see src/accept.rs); same service name.
+    let mut proxy = Service::new(
+        "Pingora HTTP Proxy Service".to_string(),
+        ReadTimeout::new(
+            pingora::proxy::http_proxy(&server.configuration, gate),
+            config.server.request_read_timeout_seconds,
+        ),
+    );
     let scheme = match &serving {
         None => {
             proxy.add_tcp(&config.server.listen);

@@ -299,7 +299,7 @@ fn the_build_stage_installs_the_binary_the_runtime_starts() {
 // ---------------------------------------------------------------- the stage, run
 
 /// Copy `src` to `dest` keeping its mtime, so that cargo's fingerprints of path
-/// crates (vendor/pingora-core) stay fresh between runs and a warm run is
+/// crates (shims/libz-ng-sys) stay fresh between runs and a warm run is
 /// incremental.
 fn copy_file(src: &Path, dest: &Path) {
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();

@@ -246,3 +246,34 @@ fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_t
     // Other clients are served meanwhile and afterwards.
     assert_eq!(once(h.proxy, "GET", CM, &[], None).status, 200);
 }
+
+/// The same timeout bounds each pause in a request body (pingora's session read
+/// timeout, set per session by src/accept.rs): the request is abandoned, and its
+/// connection closed, about a second after the body stops coming (not pingora's 60 s).
+#[test]
+fn a_client_that_stalls_in_its_request_body_is_cut_off_after_request_read_timeout_seconds() {
+    let conf = config("[server]\nrequest_read_timeout_seconds = 1\n");
+    let h = Harness::start("legacy", &["--config", &conf]);
+    let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
+    s.write_all(
+        format!(
+            "POST {CMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 100\r\n\r\n{{\"kind\":"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t = Instant::now();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut s, &mut got);
+    let took = t.elapsed();
+    // Whatever is said first (pingora's body read fails with ReadTimedout, which
+    // the proxy answers as a timeout), the request is not carried out.
+    assert!(!got.starts_with(b"HTTP/1.1 2"), "{got:?}");
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(4),
+        "closed after {took:?}"
+    );
+    assert_eq!(once(h.proxy, "GET", CM, &[], None).status, 200);
+}

@@ -1,0 +1,103 @@
+//! The proxy's per-connection loop: pingora's `HttpProxy` wrapped in cborgate's
+//! own `ServerApp`, so that every HTTP/1 session starts with
+//! `server.request_read_timeout_seconds` instead of pingora's fixed 60 s, both as
+//! its read timeout (request bodies) and, on a new connection, as the wait for
+//! the first request head. Everything else is handed to pingora unchanged.
+//!
+//! pingora-core 0.9.1 hard-codes both 60 s values: `HttpSession::new` in
+//! `src/protocols/http/v1/server.rs` line 189 (`read_timeout`) and the blanket
+//! `impl<T: HttpServerApp> ServerApp for T` in `src/apps/mod.rs` line 353 (the first
+//! keep-alive wait). pingora-proxy documents driving `HttpProxy` from one's own
+//! accept loop (`http_proxy`, `pingora-proxy-0.9.1/src/lib.rs` lines 1631-1668);
+//! this is that loop for HTTP/1, the same steps as `src/apps/mod.rs` lines 346-367
+//! plus the two timeouts.
+
+use async_trait::async_trait;
+use pingora::apps::{HttpServerApp, ServerApp};
+use pingora::protocols::http::ServerSession;
+use pingora::protocols::{Stream, ALPN};
+use pingora::proxy::{HttpProxy, ProxyHttp};
+use pingora::server::ShutdownWatch;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `HttpProxy<SV>` with HTTP/1 sessions that start with `read_timeout_secs`.
+pub struct ReadTimeout<SV> {
+    proxy: Arc<HttpProxy<SV>>,
+    read_timeout_secs: u64,
+}
+
+impl<SV> ReadTimeout<SV> {
+    /// `read_timeout_secs` is `server.request_read_timeout_seconds` (at least 1:
+    /// `Config::validate`; 0 would mean "no timeout" to pingora's keep-alive).
+    pub fn new(proxy: HttpProxy<SV>, read_timeout_secs: u64) -> Self {
+        ReadTimeout {
+            proxy: Arc::new(proxy),
+            read_timeout_secs,
+        }
+    }
+
+    /// What `HttpSession::new` would have set had its 60 s been this value.
+    fn start(&self, session: &mut ServerSession) {
+        session.set_read_timeout(Some(Duration::from_secs(self.read_timeout_secs)));
+    }
+}
+
+#[async_trait]
+impl<SV> ServerApp for ReadTimeout<SV>
+where
+    SV: ProxyHttp + Send + Sync + 'static,
+    <SV as ProxyHttp>::CTX: Send + Sync,
+{
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        // pingora's own choice of protocol (`src/apps/mod.rs` lines 270-299, 343):
+        // h2 (ALPN or, in plain text, h2c), or a custom protocol, is pingora's
+        // business; with no server options (cborgate sets none) h2c and
+        // force_custom are off, and what is left is HTTP/1. (Were h2c turned on, a
+        // plain-text connection would go to pingora whole, with its 60 s.)
+        let options = self.proxy.server_options();
+        let h2c = options.is_some_and(|o| o.h2c) && stream.get_ssl_digest().is_none();
+        let custom = options.is_some_and(|o| o.force_custom);
+        if h2c
+            || custom
+            || matches!(
+                stream.selected_alpn_proto(),
+                Some(ALPN::H2 | ALPN::Custom(_))
+            )
+        {
+            return ServerApp::process_new(&self.proxy, stream, shutdown).await;
+        }
+
+        // `src/apps/mod.rs` lines 346-367, with our timeouts.
+        let mut session = ServerSession::new_http1(stream);
+        self.start(&mut session);
+        if *shutdown.borrow() {
+            // stop downstream from reusing if this service is shutting down soon
+            session.set_keepalive(None);
+        } else {
+            session.set_keepalive(Some(self.read_timeout_secs));
+        }
+        session.set_keepalive_reuses_remaining(options.and_then(|o| o.keepalive_request_limit));
+
+        let mut result = self.proxy.process_new_http(session, shutdown).await;
+        while let Some((stream, persistent_settings)) = result.map(|r| r.consume()) {
+            let mut session = ServerSession::new_http1(stream);
+            self.start(&mut session);
+            if let Some(persistent_settings) = persistent_settings {
+                persistent_settings.apply_to_session(&mut session);
+            }
+            result = self.proxy.process_new_http(session, shutdown).await;
+        }
+        None
+    }
+
+    async fn cleanup(&self) {
+        // What the blanket impl's `cleanup` does (`src/apps/mod.rs` lines 373-375):
+        // wake keep-alive sessions waiting for a next request so shutdown is quick.
+        self.proxy.http_cleanup().await;
+    }
+}

@@ -1,3 +1,0 @@
-pub(crate) mod body;
-pub(crate) mod dummy;
-pub mod server;
