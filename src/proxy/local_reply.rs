@@ -61,7 +61,11 @@ pub fn failure_of(e: &Error, answered: bool) -> Option<Failure> {
             Some(Failure::Unavailable(e.etype().as_str()))
         }
         HTTPStatus(415) => Some(Failure::RefusedNotReplayable),
-        ReadTimedout if !answered => Some(Failure::HeaderTimeout),
+        // Only the upstream's silence is a 504; a client that stalls in its own body
+        // (`server.request_read_timeout_seconds`) gets its connection closed.
+        ReadTimedout if !answered && e.esource() == &pingora::ErrorSource::Upstream => {
+            Some(Failure::HeaderTimeout)
+        }
         _ if e.esource() == &pingora::ErrorSource::Upstream && !answered => {
             Some(Failure::ClosedBeforeAnswer)
         }
@@ -93,6 +97,13 @@ mod tests {
             Some(Failure::HeaderTimeout)
         );
         assert_eq!(failure_of(&up(ErrorType::ReadTimedout), true), None);
+        let mut stalled = Error::new(ErrorType::ReadTimedout);
+        stalled.as_down();
+        assert_eq!(
+            failure_of(&stalled, false),
+            None,
+            "the client's own stall is no 504"
+        );
         assert_eq!(
             failure_of(&up(ErrorType::ConnectionClosed), false),
             Some(Failure::ClosedBeforeAnswer)
