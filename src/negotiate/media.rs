@@ -5,13 +5,13 @@
 //!
 //! 1. goautoneg `ParseAccept` (the copy vendored by Kubernetes): clauses split on `,`, the
 //!    media range and parameters on `;`, only spaces trimmed, `q` read with Go's
-//!    `strconv.ParseFloat(q, 32)` (errors ignored, so a bad `q` is 0; ported in
-//!    [`go_float`](super::go_float)), and the clauses sorted by Go's `sort.Sort` with
-//!    goautoneg's comparator: `q` descending, then a concrete type before `*`. That
-//!    comparator is not a strict weak order and `sort.Sort` is not stable, so the order
-//!    depends on the algorithm: [`go_sort`](super::go_sort) is a line-by-line port of Go's
-//!    pdqsort (insertion sort up to 12 clauses). Clauses with `q=0` are kept, as goautoneg
-//!    keeps them: `application/cbor;q=0` still chooses CBOR, as on the real server.
+//!    `strconv.ParseFloat(q, 32)` (ported in `go_float.rs`; errors ignored, so a bad `q` is
+//!    0), and the clauses sorted by Go's `sort.Sort` with goautoneg's comparator: `q`
+//!    descending, then a concrete type before `*`. That comparator is not a strict weak
+//!    order and `sort.Sort` is not stable, so the order depends on the algorithm:
+//!    `go_sort.rs` is a line-by-line port of Go's pdqsort (insertion sort up to 12
+//!    clauses). Clauses with `q=0` are kept, as goautoneg keeps them:
+//!    `application/cbor;q=0` still chooses CBOR, as on the real server.
 //! 2. apiserver `NegotiateMediaTypeOptions`: for each clause in that order, for each offered
 //!    media type in server order ([`Offer::SERVER_ORDER`]), the first match of
 //!    `type/subtype`, `type/*` or `*/*` whose parameters the endpoint allows wins
