@@ -299,7 +299,7 @@ pub fn pod(w: &mut W, rng: &mut Rng, idx: u64, with_type_meta: bool) {
                 w.ks("prometheus.io/port", &(9000 + idx % 100).to_string());
                 w.ks("prometheus.io/scrape", "true");
                 w.ks("seccomp.security.alpha.kubernetes.io/pod", "runtime/default");
-                if idx % 7 == 0 {
+                if idx.is_multiple_of(7) {
                     w.ks(
                         "acme.example.com/runbook",
                         &format!("https://wiki.example.com/runbooks?app={app}&env=prod&id={idx}"),
@@ -637,7 +637,7 @@ pub fn pod(w: &mut W, rng: &mut Rng, idx: u64, with_type_meta: bool) {
                         w.ki("tolerationSeconds", 300);
                     });
                 }
-                if idx % 5 == 0 {
+                if idx.is_multiple_of(5) {
                     w.obj(|w| {
                         w.ks("key", "node.kubernetes.io/memory-pressure");
                         w.ks("operator", "Exists");

@@ -389,7 +389,7 @@ fn watches_under_load_lose_and_reorder_nothing() {
                 .await
                 .expect("PUT under load");
             assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
-            if seq % writes_per_second == 0 {
+            if seq.is_multiple_of(writes_per_second) {
                 rss.push(rss_kib(pid));
             }
             tokio::time::sleep(gap).await;
@@ -592,7 +592,7 @@ fn sigterm_under_load_fails_no_short_request() {
                         }
                     }
                     let c = conn.as_mut().unwrap();
-                    let answer = if n % 4 == 0 {
+                    let answer = if n.is_multiple_of(4) {
                         let body = format!(
                             r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"w{w}-{n}"}}}}"#
                         );

@@ -298,7 +298,7 @@ fn a_200_mib_list_streams_in_bounded_memory() {
         json_bytes += out.len() as u64;
         out.clear();
         n += 1;
-        if n % 256 == 0 {
+        if n.is_multiple_of(256) {
             peak = peak.max(rss_kib(pid, "VmHWM:"));
         }
     }

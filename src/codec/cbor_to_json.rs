@@ -7,22 +7,17 @@
 //! and nesting lives on an explicit stack. JSON needs no lengths up front, so
 //! output is produced as the input arrives and nothing is buffered but a
 //! partial head, a partial UTF-8 sequence, the keys of open maps (duplicate
-//! detection) and the text of a tag-0 time.
+//! detection) and the text of a tag-0 time. The JSON text itself (escapes,
+//! base64, Go's number text) is written by `json_text.rs`.
 
-use super::buf::{extend_prefix, extend_quoted, extend_run};
 use super::error::{CodecError, Reason};
+use super::json_text::{
+    quoted, quoted_ascii, write_decimal_i64, write_go_float, Encoder, Encoding, JsonSink,
+};
 use super::keys::KeySets;
-use super::number::{write_decimal_i64, write_go_float};
 use super::time::{epoch_float_to_nano, epoch_int_to_nano, rfc3339_to_nano, MAX_TIME_TEXT};
-use super::utf8::{plain_ascii_prefix, plain_run, Utf8Sink, Utf8Stream, REPLACEMENT};
+use super::utf8::{plain_ascii_prefix, Utf8Stream};
 use super::CborToJsonOptions;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Base64Url,
-    Base64,
-    Hex,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TagKind {
@@ -97,228 +92,6 @@ pub struct CborToJson {
     error: Option<CodecError>,
 }
 
-/// Escapes valid UTF-8 into a JSON string body.
-struct JsonSink<'a> {
-    out: &'a mut Vec<u8>,
-}
-
-static NEEDS_ESCAPE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-pub(crate) fn write_json_escaped(out: &mut Vec<u8>, s: &[u8]) {
-    write_json_escaped_in(out, s, 0, s.len());
-}
-
-/// [`write_json_escaped`] of `src[a..b]`, where `src` may go on past `b`:
-/// the runs between escapes (mostly short) are then copied as a fixed 32
-/// bytes and cut back, and each escape as a fixed 8, with no call.
-#[inline]
-fn write_json_escaped_in(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
-    let mut start = a;
-    loop {
-        let i = start + plain_run(&src[start..b]);
-        extend_run::<32>(out, src, start, i);
-        let Some(&c) = src.get(i).filter(|_| i < b) else {
-            return;
-        };
-        debug_assert!(NEEDS_ESCAPE[c as usize]);
-        let (seq, len) = escape(c);
-        extend_prefix(out, &seq, len);
-        start = i + 1;
-    }
-}
-
-/// The JSON escape of a byte that needs one (a quote, a backslash or a
-/// control byte), padded to 8 bytes, and its length.
-#[inline(always)]
-fn escape(c: u8) -> ([u8; 8], usize) {
-    let short = match c {
-        b'"' => b'"',
-        b'\\' => b'\\',
-        b'\n' => b'n',
-        b'\r' => b'r',
-        b'\t' => b't',
-        _ => {
-            let u = [
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(c >> 4) as usize],
-                HEX[(c & 15) as usize],
-                0,
-                0,
-            ];
-            return (u, 6);
-        }
-    };
-    ([b'\\', short, 0, 0, 0, 0, 0, 0], 2)
-}
-
-impl Utf8Sink for JsonSink<'_> {
-    #[inline]
-    fn valid(&mut self, b: &[u8]) {
-        write_json_escaped(self.out, b);
-    }
-    #[inline]
-    fn replacement(&mut self) {
-        self.out.extend_from_slice(REPLACEMENT);
-    }
-}
-
-/// Streaming base64 / base64url / hex of a byte string.
-#[derive(Debug, Clone, Copy)]
-struct Encoder {
-    kind: Encoding,
-    carry: [u8; 2],
-    n: u8,
-}
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-impl Encoder {
-    fn new(kind: Encoding) -> Self {
-        Encoder {
-            kind,
-            carry: [0; 2],
-            n: 0,
-        }
-    }
-
-    fn alphabet(&self) -> &'static [u8; 64] {
-        if self.kind == Encoding::Base64Url {
-            B64URL
-        } else {
-            B64
-        }
-    }
-
-    fn push(&mut self, mut data: &[u8], out: &mut Vec<u8>) {
-        if self.kind == Encoding::Hex {
-            for &b in data {
-                out.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-            }
-            return;
-        }
-        let a = self.alphabet();
-        while self.n > 0 && self.n < 3 {
-            let Some((&b, rest)) = data.split_first() else {
-                return;
-            };
-            data = rest;
-            if self.n == 2 {
-                let t = [self.carry[0], self.carry[1], b];
-                quad(a, t, out);
-                self.n = 0;
-            } else {
-                self.carry[1] = b;
-                self.n = 2;
-            }
-        }
-        let mut chunks = data.chunks_exact(3);
-        for c in &mut chunks {
-            quad(a, [c[0], c[1], c[2]], out);
-        }
-        let rest = chunks.remainder();
-        self.carry[..rest.len()].copy_from_slice(rest);
-        self.n = rest.len() as u8;
-    }
-
-    fn finish(&mut self, out: &mut Vec<u8>) {
-        if self.kind == Encoding::Hex {
-            return;
-        }
-        let a = self.alphabet();
-        let pad = self.kind == Encoding::Base64;
-        match self.n {
-            1 => {
-                let b = self.carry[0];
-                out.push(a[(b >> 2) as usize]);
-                out.push(a[((b & 3) << 4) as usize]);
-                if pad {
-                    out.extend_from_slice(b"==");
-                }
-            }
-            2 => {
-                let (b0, b1) = (self.carry[0], self.carry[1]);
-                out.push(a[(b0 >> 2) as usize]);
-                out.push(a[(((b0 & 3) << 4) | (b1 >> 4)) as usize]);
-                out.push(a[((b1 & 15) << 2) as usize]);
-                if pad {
-                    out.push(b'=');
-                }
-            }
-            _ => {}
-        }
-        self.n = 0;
-    }
-}
-
-/// Append `"input[i..i + n]"` for plain ASCII text, after a comma if
-/// `comma`, followed by a colon if `colon`. Most strings are short: then the
-/// whole piece is written at once, with one capacity check and no call.
-#[inline(always)]
-fn quoted(out: &mut Vec<u8>, input: &[u8], i: usize, n: usize, comma: bool, colon: bool) {
-    if let (Some(chunk), true) = (
-        input
-            .get(i..i + 24)
-            .and_then(|c| <&[u8; 24]>::try_from(c).ok()),
-        n <= 24,
-    ) {
-        extend_quoted(out, chunk, n, comma, colon);
-        return;
-    }
-    if comma {
-        out.push(b',');
-    }
-    out.push(b'"');
-    out.extend_from_slice(&input[i..i + n]);
-    out.push(b'"');
-    if colon {
-        out.push(b':');
-    }
-}
-
-/// [`quoted`] for ASCII text of which only the first `plain` bytes need no
-/// escaping: those are copied, the rest escaped.
-#[inline(always)]
-fn quoted_ascii(
-    out: &mut Vec<u8>,
-    input: &[u8],
-    i: usize,
-    n: usize,
-    plain: usize,
-    comma: bool,
-    colon: bool,
-) {
-    if plain == n {
-        quoted(out, input, i, n, comma, colon);
-        return;
-    }
-    if comma {
-        out.push(b',');
-    }
-    out.push(b'"');
-    out.extend_from_slice(&input[i..i + plain]);
-    write_json_escaped_in(out, input, i + plain, i + n);
-    out.push(b'"');
-    if colon {
-        out.push(b':');
-    }
-}
-
 /// Length of a CBOR head, from its first byte.
 #[inline(always)]
 fn head_len(b0: u8) -> usize {
@@ -329,17 +102,6 @@ fn head_len(b0: u8) -> usize {
         27 => 9,
         _ => 1,
     }
-}
-
-#[inline]
-fn quad(a: &[u8; 64], t: [u8; 3], out: &mut Vec<u8>) {
-    let n = ((t[0] as u32) << 16) | ((t[1] as u32) << 8) | t[2] as u32;
-    out.extend_from_slice(&[
-        a[(n >> 18) as usize & 63],
-        a[(n >> 12) as usize & 63],
-        a[(n >> 6) as usize & 63],
-        a[n as usize & 63],
-    ]);
 }
 
 impl CborToJson {

@@ -264,8 +264,10 @@ pub struct JsonToCbor {
     error: Option<CodecError>,
 }
 
-/// Appends validated string bytes to the body and, when a key is being
-/// collected, to the key arena / the watch `object` probe.
+/// Appends validated string bytes (U+FFFD for each bad byte) to the body,
+/// and only there: the caller then hands what was appended to `str_added`,
+/// which copies a key's bytes to the duplicate-key set (when deduplicating)
+/// and, at depth 1 of a watch event, to the `object` probe.
 struct Sink<'a> {
     body: &'a mut Vec<u8>,
 }

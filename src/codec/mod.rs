@@ -16,6 +16,7 @@ mod buf;
 mod cbor_to_json;
 pub mod diag;
 mod error;
+mod json_text;
 mod json_to_cbor;
 mod keys;
 mod number;

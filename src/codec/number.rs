@@ -1,10 +1,9 @@
-//! Numbers on both sides: CBOR heads and the shortest exact float width
-//! (JSON → CBOR), and Go's `encoding/json` number text (CBOR → JSON).
+//! Numbers on the CBOR side: CBOR heads, the shortest exact float width, and
+//! what a JSON number literal becomes (JSON → CBOR). The text CBOR numbers
+//! become in JSON is in `json_text.rs`.
 //!
 //! JSON number literals are parsed with the standard library's `f64` parser,
 //! which is correctly rounded (unlike serde_json's default fast path).
-
-use std::io::Write as _;
 
 use super::buf::extend_prefix;
 
@@ -104,103 +103,14 @@ pub(crate) fn interpret_json_number(text: &[u8], integral: bool) -> Option<JsonN
     }
 }
 
-/// Append an int64 in decimal.
-#[inline]
-pub(crate) fn write_decimal_i64(out: &mut Vec<u8>, v: i64) {
-    // Digits (and sign) right-aligned at `buf[..20]`, then written as one
-    // fixed 20-byte copy from where they start, cut back to their length.
-    let mut buf = [0u8; 40];
-    let mut i = 20;
-    let neg = v < 0;
-    let mut n = v.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if neg {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    let mut chunk = [0u8; 20];
-    chunk.copy_from_slice(&buf[i..i + 20]);
-    extend_prefix(out, &chunk, 20 - i);
-}
-
-/// Append a finite float64 exactly as Go's `encoding/json` prints it:
-/// shortest round-trip digits, `%f` style for 1e-6 <= |f| < 1e21, otherwise
-/// `%e` style with the exponent's leading zero removed (`1e+21`, `1e-7`).
-pub(crate) fn write_go_float(out: &mut Vec<u8>, f: f64) {
-    let abs = f.abs();
-    let mut buf = [0u8; 400];
-    let mut cur = std::io::Cursor::new(&mut buf[..]);
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        // Rust's `{:e}` gives shortest digits and a bare exponent: "1.5e-7".
-        let _ = write!(cur, "{f:e}");
-        let n = cur.position() as usize;
-        let s = &buf[..n];
-        let e = s.iter().position(|&b| b == b'e').unwrap_or(n);
-        out.extend_from_slice(&s[..e]);
-        out.push(b'e');
-        let exp = &s[(e + 1).min(n)..];
-        if let Some(rest) = exp.strip_prefix(b"-") {
-            out.push(b'-');
-            out.extend_from_slice(rest);
-        } else {
-            out.push(b'+');
-            if exp.len() < 2 {
-                out.push(b'0');
-            }
-            out.extend_from_slice(exp);
-        }
-    } else {
-        // Rust's Display never uses an exponent and prints shortest digits,
-        // "-0" for negative zero, and no ".0" for integral values, like Go's 'f'.
-        let _ = write!(cur, "{f}");
-        let n = cur.position() as usize;
-        out.extend_from_slice(&buf[..n]);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn go(f: f64) -> String {
-        let mut v = Vec::new();
-        write_go_float(&mut v, f);
-        String::from_utf8(v).unwrap()
-    }
 
     fn cbor_float(f: f64) -> Vec<u8> {
         let mut v = Vec::new();
         write_float(&mut v, f);
         v
-    }
-
-    #[test]
-    fn go_float_text() {
-        assert_eq!(go(2.0), "2");
-        assert_eq!(go(3.0), "3");
-        assert_eq!(go(1e21), "1e+21");
-        assert_eq!(go(1e20), "100000000000000000000");
-        assert_eq!(go(1e-7), "1e-7");
-        assert_eq!(go(0.000001), "0.000001");
-        assert_eq!(go(-0.0), "-0");
-        assert_eq!(go(0.0), "0");
-        assert_eq!(go(1.7976931348623157e308), "1.7976931348623157e+308");
-        assert_eq!(go(5e-324), "5e-324");
-        assert_eq!(go(1.1), "1.1");
-        assert_eq!(go(-4.1), "-4.1");
-        assert_eq!(go(1.5e-10), "1.5e-10");
-        assert_eq!(go(5.960464477539063e-8), "5.960464477539063e-8");
-        assert_eq!(go(0.00006103515625), "0.00006103515625");
-        assert_eq!(go(3.4028234663852886e38), "3.4028234663852886e+38");
-        assert_eq!(go(1e300), "1e+300");
-        assert_eq!(go(123456789012345680000.0), "123456789012345680000");
     }
 
     #[test]
@@ -254,26 +164,6 @@ mod tests {
             write_head(&mut v, MAJOR_BYTES, arg);
             assert_eq!(&v[1..], want, "arg {arg}");
             assert_eq!(v[0], 0xaa);
-        }
-    }
-
-    #[test]
-    fn decimal_i64_text() {
-        for v in [
-            0,
-            7,
-            -7,
-            10,
-            -10,
-            1234567890,
-            -999_999_999_999,
-            i64::MAX,
-            i64::MIN,
-            i64::MIN + 1,
-        ] {
-            let mut out = b"x".to_vec();
-            write_decimal_i64(&mut out, v);
-            assert_eq!(out, format!("x{v}").as_bytes());
         }
     }
 

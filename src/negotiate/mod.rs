@@ -4,7 +4,8 @@
 //!
 //! - [`media`]: `Accept` negotiation exactly as a CBOR-enabled kube-apiserver 1.36 does it
 //!   (goautoneg parsing and sort, then `NegotiateMediaTypeOptions`), `Content-Type`, and the
-//!   bounded [`Format`] label.
+//!   bounded [`Format`] label; Go's float parsing (`go_float.rs`) and `sort.Sort` (`go_sort.rs`)
+//!   are ported beside it so that `q` values and clause order match the apiserver's.
 //! - [`route`]: what the path addresses (resource, group-version discovery, other discovery,
 //!   anything else), the API group and resource, and the verb label of
 //!   `apiserver_request_total`.
@@ -16,6 +17,8 @@
 //!   through, replay after a 415), what it teaches, and the format label.
 
 pub mod auto;
+mod go_float;
+mod go_sort;
 pub mod local;
 pub mod media;
 pub mod plan;
