@@ -5,14 +5,16 @@
 //! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
 //! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it.
 //! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
-//! - [`standin`]: a JSON-only kube-apiserver stand-in for `demo` and tests.
-//! - [`tools`], [`cli`], [`demo`]: the commands.
+//! - [`tools`], [`cli`], `demo` (feature `demo`, on by default): the commands.
+//!   `demo` runs the kube-apiserver stand-in of the workspace crate
+//!   `cborgate-standin` (`standin/`), which the tests also use.
 
 pub mod admin;
 pub mod admission;
 pub mod cli;
 pub mod codec;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod logs;
 pub mod metrics;
@@ -20,6 +22,5 @@ pub mod negotiate;
 pub mod proxy;
 pub mod reload;
 pub mod server;
-pub mod standin;
 pub mod status;
 pub mod tools;
