@@ -16,35 +16,43 @@ WORKDIR /src
 # 1) Dependency cache layer: only the manifests and the shims/ crates.
 #    shims/libz-ng-sys is used through [patch.crates-io] in Cargo.toml, so it
 #    must be present before any cargo command runs. Cargo.toml declares a
-#    workspace (members = ["bench/load"]): cargo loads every member's manifest
-#    before any command, so each member's Cargo.toml is copied here too (without
-#    it: "failed to load manifest for workspace member"). `cargo build` at the
-#    root of a workspace with a root package (and no default-members) builds
-#    only that package, so the members' sources are never read and need no
-#    placeholder. A placeholder lib + bin for cborgate lets cargo compile its
-#    whole dependency graph; this layer is rebuilt only when a manifest,
-#    Cargo.lock or shims/ changes. tests/dockerfile.rs runs this RUN on
-#    exactly these files and checks every workspace member is copied.
+#    workspace (members = ["bench/load", "standin"]): cargo loads every member's
+#    manifest before any command, so each member's Cargo.toml is copied here too
+#    (without it: "failed to load manifest for workspace member"). `cargo build`
+#    at the root of a workspace with a root package (and no default-members)
+#    builds only that package, so the members' sources are never read. The image
+#    is built with --no-default-features: no `demo` command, so the stand-in
+#    apiserver (standin/, an optional dependency of that feature) is not compiled
+#    in; its manifest is still needed to resolve the workspace, and an empty
+#    placeholder lib stands in for its sources. A placeholder lib + bin for
+#    cborgate lets cargo compile its whole dependency graph; this layer is rebuilt
+#    only when a manifest, Cargo.lock or shims/ changes. tests/dockerfile.rs
+#    runs this RUN on exactly these files and checks every workspace member is
+#    copied.
 COPY Cargo.toml Cargo.lock ./
 COPY bench/load/Cargo.toml bench/load/
+COPY standin/Cargo.toml standin/
 COPY shims/ shims/
-RUN mkdir -p src \
+RUN mkdir -p src standin/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs \
- && cargo build --release --locked \
- && rm -rf src
+ && touch src/lib.rs standin/src/lib.rs \
+ && cargo build --release --locked --no-default-features \
+ && rm -rf src standin/src
 
 # 2) The real build. Remove every artefact of the placeholder crate so cargo
 #    cannot mistake it for up to date (COPY keeps the sources' old mtimes,
-#    which may be older than the placeholder build), then build for real.
+#    which may be older than the placeholder build), then build for real,
+#    without the `demo` feature (and so without the stand-in), and check that
+#    the binary has no `demo` command.
 COPY . .
 RUN rm -rf target/release/.fingerprint/cborgate-* \
            target/release/deps/cborgate-* \
            target/release/deps/libcborgate-* \
            target/release/cborgate target/release/libcborgate.* \
  && touch src/main.rs src/lib.rs \
- && cargo build --release --locked \
+ && cargo build --release --locked --no-default-features \
  && ./target/release/cborgate --help >/dev/null \
+ && ! ./target/release/cborgate --help | grep -qw demo \
  && install -D -m 0755 target/release/cborgate /out/cborgate
 
 ############################ runtime ############################

@@ -1,5 +1,6 @@
-//! The long-running commands `serve` and `demo`: their flags, configuration
-//! loading (flags > file > defaults), logging set-up, and start-up.
+//! The long-running commands `serve` and `demo` (the latter only with the `demo`
+//! feature, on by default): their flags, configuration loading (flags > file >
+//! defaults), logging set-up, and start-up.
 
 use crate::config::{Config, ConfigError, Mode};
 use clap::{Args, Subcommand};
@@ -11,6 +12,7 @@ pub enum ProxyCommand {
     /// Run the proxy.
     Serve(ServeArgs),
     /// Start the built-in JSON-only apiserver stand-in with the proxy in front of it.
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
 }
 
@@ -74,6 +76,7 @@ impl clap::ValueEnum for Mode {
     }
 }
 
+#[cfg(feature = "demo")]
 #[derive(Args, Default)]
 pub struct DemoArgs {
     /// Proxy listen address.
@@ -148,6 +151,7 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                 }
             }
         }
+        #[cfg(feature = "demo")]
         ProxyCommand::Demo(args) => crate::demo::run(args),
     }
 }

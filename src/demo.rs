@@ -4,7 +4,7 @@
 
 use crate::cli::DemoArgs;
 use crate::config::{Config, Mode};
-use crate::standin::{StandIn, StandInOptions};
+use cborgate_standin::{StandIn, StandInOptions};
 use std::process::ExitCode;
 
 pub fn run(args: DemoArgs) -> ExitCode {

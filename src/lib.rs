@@ -6,8 +6,9 @@
 //! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it and
 //!   [`accept`] runs each connection (the request read timeout).
 //! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
-//! - [`standin`]: a JSON-only kube-apiserver stand-in for `demo` and tests.
-//! - [`tools`], [`cli`], [`demo`]: the commands.
+//! - [`tools`], [`cli`], `demo` (feature `demo`, on by default): the commands.
+//!   `demo` runs the kube-apiserver stand-in of the workspace crate
+//!   `cborgate-standin` (`standin/`), which the tests also use.
 
 pub mod accept;
 pub mod admin;
@@ -15,6 +16,7 @@ pub mod admission;
 pub mod cli;
 pub mod codec;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod logs;
 pub mod metrics;
@@ -22,6 +24,5 @@ pub mod negotiate;
 pub mod proxy;
 pub mod reload;
 pub mod server;
-pub mod standin;
 pub mod status;
 pub mod tools;

@@ -223,7 +223,7 @@ fn watches_are_never_timed_out_waiting_for_headers() {
 /// root, as CI runs).
 #[test]
 fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
-    use cborgate::standin::{StandIn, StandInOptions};
+    use cborgate_standin::{StandIn, StandInOptions};
     use support::harness::{eventually, free_port, wait_for};
     use support::http::once;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -6,7 +6,7 @@
 
 mod support;
 
-use cborgate::standin::StandInOptions;
+use cborgate_standin::StandInOptions;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -5,7 +5,7 @@
 mod support;
 
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
-use cborgate::standin::{CborMode, StandInOptions};
+use cborgate_standin::{CborMode, StandInOptions};
 use serde_json::{json, Value};
 use support::harness::Harness;
 use support::http::Conn;

@@ -2,7 +2,7 @@
 //! front of it on loopback, and tears both down on drop.
 #![allow(dead_code)]
 
-use cborgate::standin::{StandIn, StandInOptions};
+use cborgate_standin::{StandIn, StandInOptions};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -10,7 +10,12 @@
 //! resourceVersions, watchers), `objects` (field order, defaults, managedFields,
 //! selectors), `patch`, `table` (Table/PartialObjectMetadata), `watch`, `upgrade`,
 //! `status`, `json` (Go-identical JSON text), `cbor` (CBOR bodies and events, keys
-//! shuffled like the real server's), `seed`, `util`.
+//! shuffled like the real server's), `cbor_decode` (CBOR request bodies, read with
+//! minicbor by Kubernetes' decoder rules), `seed`, `util`.
+//!
+//! A crate of its own (`cborgate-standin`), independent of cborgate: it is the
+//! server cborgate's tests put behind the proxy, and the CBOR-enabled server its
+//! upgrade mode is checked against, so it shares none of cborgate's codec.
 //!
 //! Documented simplifications: YAML is answered as JSON text labelled
 //! `application/yaml`; protobuf as `k8s\x00` followed by JSON text (watch frames:
@@ -18,11 +23,12 @@
 //! must be JSON-compatible; strategic merge patch and server-side apply are merge
 //! patches (no conflict detection); managedFields are approximate. With CBOR on,
 //! `/api/v1` is served in CBOR (1.36 crashes that request instead); CBOR request
-//! bodies are read through the codec's CBOR→JSON, so an integral float sent in CBOR
-//! (`f9 4000`) is stored as the integer 2, where a real server would keep a float.
+//! bodies become JSON text first, so an integral float sent in CBOR (`f9 4000`) is
+//! stored as the integer 2, where a real server would keep a float.
 
 mod api;
 mod cbor;
+mod cbor_decode;
 mod http;
 mod json;
 mod negotiation;

@@ -3,7 +3,7 @@
 //! namespaces, resourceVersion preconditions, AlreadyExists/Conflict/NotFound), its
 //! no-op detection, generation and managedFields bookkeeping; plus seeding and the
 //! bulk-event test hook. With CBOR on, `application/cbor` bodies (and
-//! `application/apply-patch+cbor` patches) are decoded through the codec first.
+//! `application/apply-patch+cbor` patches) are decoded to JSON first (`cbor_decode`).
 
 use serde_json::{json, Map, Value};
 
@@ -12,6 +12,7 @@ use super::api::{
     Verb,
 };
 use super::cbor;
+use super::cbor_decode;
 use super::http::Response;
 use super::negotiation::{self as neg, Format, Serving};
 use super::objects;
@@ -49,7 +50,7 @@ fn decode_object(
             )
         })?,
         Format::Cbor => {
-            transcoded = cbor::decode_body(body).map_err(|why| {
+            transcoded = cbor_decode::decode_body(body).map_err(|why| {
                 unrecognized(format!(
                     "unable to determine group/version/kind: {why} ({})",
                     cbor::summarize(body)
@@ -173,7 +174,7 @@ fn delete_options(serving: Serving, content_type: &str, body: &[u8]) -> Result<V
     let text = match format {
         Format::Protobuf => body.strip_prefix(neg::PROTOBUF_MAGIC).unwrap_or(body),
         Format::Cbor => {
-            transcoded = cbor::decode_body(body).map_err(|why| {
+            transcoded = cbor_decode::decode_body(body).map_err(|why| {
                 status::bad_request(format!(
                     "the object provided is unrecognized (must be of type DeleteOptions): unable to determine group/version/kind: {why} ({})",
                     cbor::summarize(body)
@@ -215,7 +216,7 @@ fn patch_object(
     let body = if patch_media_type(p.head.header_or_empty("content-type")) == neg::APPLY_PATCH_CBOR
     {
         // The 55799 tag is optional here: client-go sends apply bodies without it.
-        transcoded = cbor::decode_body(body)
+        transcoded = cbor_decode::decode_body(body)
             .map_err(|why| status::bad_request(format!("error decoding CBOR: {why}")))?;
         &transcoded[..]
     } else {

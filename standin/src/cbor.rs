@@ -5,15 +5,13 @@
 //! integers are CBOR integers and floats take the shortest of float16/32/64 that holds
 //! them exactly; `[]byte` fields the stand-in knows (`ConfigMap.binaryData`,
 //! `Secret.data`) are tag 22 byte strings, as Go's encoder writes them. A watch event
-//! is `55799({"type": …, "object": 55799(…)})`. Request bodies go through the codec
-//! (`crate::codec::cbor_to_json`); its errors become the apiserver's messages.
+//! is `55799({"type": …, "object": 55799(…)})`. Request bodies are read by
+//! `cbor_decode`.
 //!
 //! The encoder recurses over the stand-in's own objects, which serde_json's parser
 //! already bounded to 128 levels.
 
 use serde_json::{Map, Value};
-
-use crate::codec::{self, CborToJsonOptions, CodecError, Reason};
 
 use super::util;
 
@@ -199,27 +197,6 @@ fn write_float(out: &mut Vec<u8>, f: f64) {
     }
 }
 
-/// A CBOR request body as the JSON text Go would have decoded it to (tag 55799
-/// optional). The error is Go's wording of the decoder's complaint.
-pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<u8>, String> {
-    if body.is_empty() {
-        return Err("EOF".into());
-    }
-    codec::cbor_to_json(body, CborToJsonOptions::default()).map_err(|e| go_error(&e, body.len()))
-}
-
-fn go_error(e: &CodecError, len: usize) -> String {
-    match e.reason {
-        Reason::Truncated | Reason::LengthExceedsInput => "unexpected EOF".into(),
-        Reason::TrailingData => format!(
-            "cbor: {} bytes of extraneous data starting at index {}",
-            (len as u64).saturating_sub(e.offset),
-            e.offset
-        ),
-        _ => format!("cbor: {e}"),
-    }
-}
-
 /// apiserver's `summarizeData(body, 30)`: how a rejected body is quoted in messages.
 pub(crate) fn summarize(data: &[u8]) -> String {
     const MAX: usize = 30;
@@ -238,15 +215,17 @@ pub(crate) fn summarize(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cbor_decode;
     use serde_json::json;
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
+    /// Decoded by the stand-in's request decoder, which is written independently of
+    /// this encoder (over minicbor).
     fn back(b: &[u8]) -> Value {
-        serde_json::from_slice(&codec::cbor_to_json(b, CborToJsonOptions::default()).unwrap())
-            .unwrap()
+        serde_json::from_slice(&cbor_decode::decode_body(b).unwrap()).unwrap()
     }
 
     #[test]
@@ -313,22 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn request_bodies_and_go_errors() {
-        assert_eq!(
-            decode_body(b"\xd9\xd9\xf7\xa1\x41k\x41v").unwrap(),
-            b"{\"k\":\"v\"}"
-        );
-        assert_eq!(decode_body(b"\xa1\x41k\x41v").unwrap(), b"{\"k\":\"v\"}");
-        assert_eq!(
-            decode_body(&[0xd9, 0xd9, 0xf7, 0xa1, 0x41]).unwrap_err(),
-            "unexpected EOF"
-        );
-        assert_eq!(decode_body(b"").unwrap_err(), "EOF");
-        assert!(decode_body(b"\xf7").unwrap_err().starts_with("cbor: "));
-        assert_eq!(
-            decode_body(b"\xa0\x00\x00").unwrap_err(),
-            "cbor: 2 bytes of extraneous data starting at index 1"
-        );
+    fn summaries() {
         assert_eq!(summarize(&[0xd9, 0xd9, 0xf7, 0xa1, 0x41]), "d9d9f7a141");
         assert_eq!(summarize(b""), "<empty>");
         assert_eq!(summarize(&[0u8; 31]), format!("{} ...", "00".repeat(30)));
