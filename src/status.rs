@@ -68,7 +68,11 @@ impl Status {
                         return (cbor, "application/cbor");
                     }
                 }
-                (body.into_bytes(), "application/json")
+                // Go's json.Encoder ends the document with a newline, as every recorded
+                // compact Status shows (`a-post-cbor`, native-1.36 `accept-app-star`).
+                let mut body = body.into_bytes();
+                body.push(b'\n');
+                (body, "application/json")
             }
         }
     }

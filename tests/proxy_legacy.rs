@@ -7,6 +7,7 @@ mod support;
 
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
 use serde_json::{json, Value};
+use std::io::Write;
 use support::harness::{eventually, Harness};
 use support::http::{once, Conn, Resp};
 
@@ -193,19 +194,26 @@ fn row_other_cbor_patch_types_get_415_from_cborgate() {
         assert_eq!(v["reason"], "UnsupportedMediaType");
         assert_eq!(v["code"], 415);
     }
-    // A CBOR client gets the Status in CBOR.
-    let r = once(
-        h.proxy,
-        "PATCH",
-        &format!("{CMS}/demo-config"),
-        &[
-            ("Content-Type", "application/merge-patch+cbor"),
-            ("Accept", CBOR),
-        ],
-        Some(&body),
-    );
-    assert_eq!(r.status, 415);
-    assert_eq!(decode(&r)["reason"], "UnsupportedMediaType");
+    // A CBOR client gets the router's Status in JSON, indented, byte for byte what a
+    // CBOR-enabled kube-apiserver 1.36.2 sends (native-1.36 `patch-merge-cbor`).
+    let recorded =
+        std::fs::read(support::data().join("corpus/native-1.36/patch-merge-cbor.body")).unwrap();
+    for ct in ["application/merge-patch+cbor", "application/cbor"] {
+        let r = once(
+            h.proxy,
+            "PATCH",
+            &format!("{CMS}/demo-config"),
+            &[("Content-Type", ct), ("Accept", CBOR)],
+            Some(&body),
+        );
+        assert_eq!(r.status, 415);
+        assert_eq!(r.content_type(), "application/json");
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            String::from_utf8_lossy(&recorded),
+            "{ct}"
+        );
+    }
     assert!(
         h.standin().requests().is_empty(),
         "the upstream must not see these"
@@ -214,7 +222,7 @@ fn row_other_cbor_patch_types_get_415_from_cborgate() {
         "cborgate_unsupported_media_type_total",
         &[("origin", "proxy")],
     );
-    assert_eq!(after - before, 5.0);
+    assert_eq!(after - before, 6.0);
 }
 
 #[test]
@@ -443,11 +451,42 @@ fn row_partial_object_metadata_in_cbor() {
 #[test]
 fn row_discovery() {
     let h = Harness::start("legacy", &[]);
-    // Group-version resource lists are served in CBOR.
+    // Group-version resource lists are never CBOR (client-go 1.36 cannot decode CBOR
+    // discovery): a CBOR-only client gets the 406 a CBOR-enabled server gives a CRD
+    // group's discovery, byte for byte (native-1.36 `disc-apis-cr-v1`), and a client that
+    // also takes JSON gets JSON, which the upstream is asked for by name.
+    let recorded =
+        std::fs::read(support::data().join("corpus/native-1.36/disc-apis-cr-v1.body")).unwrap();
     for path in ["/api/v1", "/apis/corpus.example.com/v1"] {
+        h.standin().clear_requests();
         let r = once(h.proxy, "GET", path, &[("Accept", CBOR)], None);
-        assert_eq!(r.status, 200, "{path}");
-        assert_eq!(decode(&r)["kind"], "APIResourceList", "{path}");
+        assert_eq!(r.status, 406, "{path}");
+        assert_eq!(r.content_type(), "application/json");
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            String::from_utf8_lossy(&recorded),
+            "{path}"
+        );
+        assert!(h.standin().requests().is_empty(), "answered by cborgate");
+        for accept in [
+            "application/cbor, */*",
+            "application/json;q=0.9,application/cbor;q=1",
+        ] {
+            let r = once(h.proxy, "GET", path, &[("Accept", accept)], None);
+            assert_eq!(
+                (r.status, r.content_type()),
+                (200, "application/json"),
+                "{path} {accept}"
+            );
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(v["kind"], "APIResourceList", "{path}");
+            let up = h.standin().requests().last().unwrap().clone();
+            assert_eq!(
+                up.header("accept"),
+                Some("application/json"),
+                "{path} {accept}"
+            );
+        }
     }
     // The rest has no CBOR in 1.36: the upstream's own 406 passes through.
     for path in ["/api", "/apis", "/version", "/apis/corpus.example.com"] {
@@ -861,4 +900,147 @@ fn readyz_turns_503_within_seconds_of_the_upstream_dying() {
         ready(&h) == 503
     });
     assert_eq!(once(h.admin, "GET", "/healthz", &[], None).status, 200);
+}
+
+// ---- Fidelity to a CBOR-enabled kube-apiserver 1.36.2 (tests/data/corpus/native-1.36) ----
+
+fn recorded(case: &str) -> String {
+    let path = support::data().join(format!("corpus/native-1.36/{case}.body"));
+    String::from_utf8(std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The router's 406 when `Accept` matches none of the route's types: its exact text, with
+/// `details: {}`, compact where the error negotiates JSON and indented where nothing does.
+#[test]
+fn the_routers_406_is_the_cbor_enabled_servers() {
+    let h = Harness::start("legacy", &[]);
+    h.standin().clear_requests();
+    for (accept, case) in [
+        ("application/*", "accept-app-star"),
+        ("application/cbor-seq", "accept-cbor-seq"),
+    ] {
+        let r = once(
+            h.proxy,
+            "GET",
+            &format!("{CMS}/demo-config"),
+            &[("Accept", accept)],
+            None,
+        );
+        assert_eq!(
+            (r.status, r.content_type()),
+            (406, "application/json"),
+            "{accept}"
+        );
+        assert_eq!(String::from_utf8_lossy(&r.body), recorded(case), "{accept}");
+    }
+    assert!(h.standin().requests().is_empty(), "answered by cborgate");
+    // A collection's route also lists the stream types.
+    let r = once(h.proxy, "GET", CMS, &[("Accept", "text/plain")], None);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(r.status, 406);
+    assert_eq!(
+        v["message"],
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, \
+         application/vnd.kubernetes.protobuf, application/cbor, application/json;stream=watch, \
+         application/vnd.kubernetes.protobuf;stream=watch, application/cbor-seq"
+    );
+    assert_eq!(v["details"], json!({}));
+    // A Table the handler cannot give in CBOR: the other text (native-1.36 `table-cbor-only`).
+    let r = once(
+        h.proxy,
+        "GET",
+        CMS,
+        &[("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1")],
+        None,
+    );
+    assert_eq!(r.status, 406);
+    assert_eq!(
+        String::from_utf8_lossy(&r.body),
+        recorded("table-cbor-only")
+    );
+}
+
+/// Subresources that answer no API object (`log`, `exec`, …) pass through whatever the
+/// `Accept` (native-1.36 `pod-log` is served); a legacy upstream is asked for JSON where
+/// its router would refuse CBOR.
+#[test]
+fn pod_logs_with_a_cbor_accept_are_served() {
+    let upstream = support::harness::fake_upstream(|w| {
+        let _ = w.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nhello\n",
+        );
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let r = once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/pods/p1/log",
+        &[("Accept", CBOR)],
+        None,
+    );
+    assert_eq!(
+        (r.status, r.content_type(), r.body.as_slice()),
+        (200, "text/plain", &b"hello\n"[..])
+    );
+}
+
+/// Errors a CBOR-enabled server writes in JSON from its filters and router (401, 403, 405,
+/// and a watch's 404 for an unknown resource) reach a CBOR client as the upstream wrote them
+/// (native-1.36 `unauth`, `impersonate`, `options`, `watch-missing-resource`); a handler's
+/// 404 is still transcoded (`get-missing`).
+#[test]
+fn filter_and_router_errors_stay_json() {
+    let status_of = |code: u16| -> &'static str {
+        match code {
+            401 => {
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+            }
+            403 => {
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#
+            }
+            405 => {
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server does not allow this method on the requested resource","reason":"MethodNotAllowed","details":{},"code":405}"#
+            }
+            _ => {
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
+            }
+        }
+    };
+    for (code, path) in [
+        (401, format!("{CMS}/demo-config")),
+        (403, format!("{CMS}/demo-config")),
+        (405, format!("{CMS}/demo-config")),
+        (
+            404,
+            "/api/v1/namespaces/demo/nosuchthings?watch=1".to_string(),
+        ),
+        (404, format!("{CMS}/nope")),
+    ] {
+        let body = status_of(code);
+        let upstream = support::harness::fake_upstream(move |w| {
+            let _ = write!(w, "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+        let r = once(h.proxy, "GET", &path, &[("Accept", CBOR)], None);
+        assert_eq!(r.status, code, "{path}");
+        let handler_404 = code == 404 && !path.contains("watch");
+        if handler_404 {
+            assert_eq!(r.content_type(), CBOR, "{path}");
+            assert_eq!(decode(&r)["reason"], "NotFound");
+        } else {
+            assert_eq!(r.content_type(), "application/json", "{code} {path}");
+            assert_eq!(r.body, body.as_bytes(), "{code} {path}");
+            h.wait_metric(
+                "cborgate_requests_total",
+                &[("code", &code.to_string()), ("response_format", "json")],
+                1.0,
+            );
+        }
+    }
 }

@@ -305,3 +305,62 @@ fn upgrade_lets_a_json_client_exercise_the_cbor_path() {
         Some("application/vnd.kubernetes.protobuf")
     );
 }
+
+/// Native mode is the CBOR-enabled server exactly: an upstream that resets before
+/// answering ends the client's connection too (client-go fails fast, as it would
+/// directly), never a 503 with `Retry-After` that it would retry for seconds.
+#[test]
+fn native_mode_lets_an_upstream_reset_reach_the_client() {
+    let upstream = support::harness::fake_upstream(|_w| {
+        // Read the head, answer nothing, close.
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "native", &[], rt);
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/demo-config",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    let mut line = String::new();
+    assert_eq!(
+        c.read_line(&mut line),
+        0,
+        "no answer, only a close: {line:?}"
+    );
+    // legacy mode answers the same reset with a Status.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let r = support::http::once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/demo-config",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert_eq!(r.status, 503);
+}
+
+/// Native mode labels the CBOR the upstream sends as what it is.
+#[test]
+fn native_mode_counts_cbor_answers_as_cbor() {
+    let h = Harness::start_with("native", &[], upstream("cbor"));
+    let r = support::http::once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/demo-config",
+        &[("Accept", "application/cbor")],
+        None,
+    );
+    assert_eq!((r.status, r.content_type()), (200, "application/cbor"));
+    h.wait_metric(
+        "cborgate_requests_total",
+        &[("verb", "GET"), ("response_format", "cbor")],
+        1.0,
+    );
+}

@@ -5,7 +5,7 @@
 //! CBOR-enabled server would write its errors in for this request.
 
 use super::media::Format;
-use super::plan::{BodyAction, LocalReply, Plan};
+use super::plan::{BodyAction, LocalReply, Plan, UpstreamMode};
 
 /// What went wrong on the way to or from the upstream, before its answer began.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,8 +104,18 @@ impl Plan {
         )
     }
 
-    /// The answer to a failure on the way to the upstream.
-    pub fn failure_reply(&self, failure: &Failure) -> Reply {
+    /// The answer to a failure on the way to the upstream; `None`: the connection just
+    /// ends. In native mode an upstream that closed before answering reaches the client as
+    /// the upstream gave it (client-go then fails fast, as directly; a 503 with
+    /// `Retry-After` would make it retry for seconds).
+    pub fn failure_reply(&self, failure: &Failure) -> Option<Reply> {
+        if self.mode == UpstreamMode::Native && *failure == Failure::ClosedBeforeAnswer {
+            return None;
+        }
+        Some(self.failure_answer(failure))
+    }
+
+    fn failure_answer(&self, failure: &Failure) -> Reply {
         let unavailable =
             |message: String| (self.error_reply(503, "ServiceUnavailable", message), true);
         match failure {
@@ -176,13 +186,13 @@ mod tests {
                 (p.head_refusal(1001, LIMITS).unwrap(), false),
                 p.too_many_requests(),
                 (p.bad_body(&"truncated at byte offset 3"), false),
-                p.failure_reply(&Failure::Unresolved(
+                p.failure_answer(&Failure::Unresolved(
                     "cannot resolve the upstream host x".into(),
                 )),
-                p.failure_reply(&Failure::Unavailable("ConnectRefused")),
-                p.failure_reply(&Failure::ClosedBeforeAnswer),
-                p.failure_reply(&Failure::HeaderTimeout),
-                p.failure_reply(&Failure::RefusedNotReplayable),
+                p.failure_answer(&Failure::Unavailable("ConnectRefused")),
+                p.failure_answer(&Failure::ClosedBeforeAnswer),
+                p.failure_answer(&Failure::HeaderTimeout),
+                p.failure_answer(&Failure::RefusedNotReplayable),
             ];
             let got: Vec<(u16, &str, bool)> = replies
                 .iter()
@@ -210,11 +220,32 @@ mod tests {
         }
         assert!(cbor.bad_body(&"x").message.contains("not valid CBOR: x"));
         assert!(
-            cbor.failure_reply(&Failure::Unresolved("cannot resolve x".into()))
+            cbor.failure_answer(&Failure::Unresolved("cannot resolve x".into()))
                 .0
                 .message
                 == "cannot resolve x"
         );
+    }
+
+    #[test]
+    fn native_mode_lets_an_upstream_reset_end_the_connection() {
+        let get = RequestHead {
+            method: "GET",
+            path: CMS,
+            ..Default::default()
+        };
+        let native = plan(&get, UpstreamMode::Native);
+        assert_eq!(native.failure_reply(&Failure::ClosedBeforeAnswer), None);
+        // cborgate's own failures (DNS, connect, its timeout) are still answered.
+        for f in [
+            Failure::Unresolved("x".into()),
+            Failure::Unavailable("ConnectRefused"),
+            Failure::HeaderTimeout,
+        ] {
+            assert!(native.failure_reply(&f).is_some(), "{f:?}");
+        }
+        let legacy = plan(&get, UpstreamMode::Legacy);
+        assert!(legacy.failure_reply(&Failure::ClosedBeforeAnswer).is_some());
     }
 
     #[test]

@@ -41,6 +41,80 @@ pub const MAX_ACCEPT_CLAUSES: usize = 64;
 pub const NOT_ACCEPTABLE_MESSAGE: &str = "only the following media types are accepted: \
      application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor";
 
+/// The message of the 406 for discovery that only CBOR would satisfy (recorded as
+/// `disc-apis-cr-v1` in `tests/data/corpus/native-1.36`: a CRD group's discovery).
+pub const DISCOVERY_NOT_ACCEPTABLE_MESSAGE: &str = "only the following media types are accepted: \
+     application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// What a CBOR-enabled server's router (go-restful) lists as a resource route's
+/// `Produces`: an object route.
+pub const PRODUCES_OBJECT: [&str; 4] = [
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+];
+
+/// The same for a collection's GET (list and watch): the stream types too.
+pub const PRODUCES_COLLECTION: [&str; 7] = [
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/cbor",
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
+    "application/cbor-seq",
+];
+
+/// go-restful's `Route.matchesAccept`, which runs before the handler negotiates: any
+/// `*/*`, or a clause whose type (parameters cut, spaces trimmed, compared as written)
+/// is literally one of `produces`. An empty or missing header counts as `*/*`. So
+/// `application/*` matches nothing (case `accept-app-star`).
+pub fn router_accepts(accept: Option<&str>, produces: &[&str]) -> bool {
+    let accept = accept.filter(|a| !a.is_empty()).unwrap_or("*/*");
+    accept.split(',').any(|part| {
+        let t = part.split(';').next().unwrap_or("").trim_matches(' ');
+        t == "*/*" || produces.contains(&t)
+    })
+}
+
+/// The router's 406 text: `406: Not Acceptable`, then the route's `Produces`
+/// (cases `accept-cbor-seq`, `accept-app-star`).
+pub fn router_not_acceptable_message(produces: &[&str]) -> String {
+    format!(
+        "406: Not Acceptable\n\nAvailable representations: {}",
+        produces.join(", ")
+    )
+}
+
+/// `accept` with every CBOR clause asking for JSON instead, other clauses and every
+/// parameter as written: for routes whose legacy upstream would refuse CBOR in its router
+/// but whose handler does not care (`pods/log`).
+pub fn accept_without_cbor(accept: &str) -> String {
+    accept
+        .split(',')
+        .map(|part| {
+            let (t, params) = part
+                .split_once(';')
+                .map_or((part, None), |(t, p)| (t, Some(p)));
+            let lead = &t[..t.len() - t.trim_start().len()];
+            let media = t.trim();
+            let media = if media.eq_ignore_ascii_case("application/cbor")
+                || media.eq_ignore_ascii_case("application/cbor-seq")
+            {
+                "application/json"
+            } else {
+                media
+            };
+            match params {
+                Some(p) => format!("{lead}{media};{p}"),
+                None => format!("{lead}{media}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A body format, as a bounded metric label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
@@ -123,6 +197,9 @@ pub enum Offer {
 impl Offer {
     /// The server's own order, which breaks ties between equally good clauses.
     pub const SERVER_ORDER: [Offer; 4] = [Offer::Json, Offer::Yaml, Offer::Protobuf, Offer::Cbor];
+
+    /// The offers of a route that serves no CBOR (discovery, as cborgate serves it).
+    pub const WITHOUT_CBOR: [Offer; 3] = [Offer::Json, Offer::Yaml, Offer::Protobuf];
 
     /// The media type, without parameters.
     pub const fn media_type(self) -> &'static str {
@@ -436,6 +513,24 @@ impl<'a> AcceptHeader<'a> {
     /// `NegotiateMediaTypeOptions`: the first clause, then offer, that the endpoint allows;
     /// `None` means 406 Not Acceptable.
     pub fn negotiate(&self, restrictions: Restrictions) -> Option<Negotiated<'a>> {
+        self.negotiate_among(restrictions, &Offer::SERVER_ORDER)
+    }
+
+    /// Whether a clause names `application/cbor` (any parameters, any `q`: a `q=0`
+    /// clause still chooses CBOR on the server).
+    pub fn lists_cbor(&self) -> bool {
+        self.clauses.iter().any(|c| {
+            c.media_type_type().eq_ignore_ascii_case("application")
+                && c.subtype().eq_ignore_ascii_case("cbor")
+        })
+    }
+
+    /// [`AcceptHeader::negotiate`] for a route that offers only `offers` (in server order).
+    pub fn negotiate_among(
+        &self,
+        restrictions: Restrictions,
+        offers: &[Offer],
+    ) -> Option<Negotiated<'a>> {
         if self.empty {
             return Some(Negotiated {
                 offer: Offer::Json,
@@ -445,7 +540,7 @@ impl<'a> AcceptHeader<'a> {
         }
         for clause in &self.clauses {
             let options = clause.options();
-            for offer in Offer::SERVER_ORDER {
+            for &offer in offers {
                 if clause.matches(offer) && options.allowed(offer, restrictions) {
                     return Some(Negotiated {
                         offer,
@@ -491,7 +586,8 @@ impl Negotiated<'_> {
         self.options.convert.is_some_and(|c| c.kind == "Table")
     }
 
-    fn as_accept(&self, offer: Offer) -> String {
+    /// The chosen clause rewritten to `offer`'s media type with the same parameters but `q`.
+    pub fn as_accept(&self, offer: Offer) -> String {
         let mut accept = String::from(offer.media_type());
         for (key, value) in self.clause.iter().flat_map(AcceptClause::params) {
             // Control characters cannot come from a parsed header, but this function cannot

@@ -65,7 +65,12 @@ impl Plan {
             };
         }
         let media = media_type(head.content_type);
-        let (action, learned) = match self.response_for_status(head.status) {
+        let planned = if self.written_by_filters(head.status) {
+            ResponseAction::PassThrough
+        } else {
+            self.response_for_status(head.status)
+        };
+        let (action, learned) = match planned {
             ResponseAction::PassThrough => (ResponseAction::PassThrough, None),
             // Upgrade mode: only a body labelled CBOR is made JSON; a watch is a
             // sequence only when the upstream says so.
@@ -93,17 +98,35 @@ impl Plan {
             }
             ResponseAction::JsonToCbor { .. } => (ResponseAction::PassThrough, None),
         };
-        let format =
-            if action != ResponseAction::PassThrough || learned == Some(Learned::SpeaksCbor) {
-                self.response_format.as_str()
-            } else {
-                self.unanswered_format()
-            };
+        let cbor_as_chosen = is_cbor(media) && self.response_format == Format::Cbor;
+        let format = if action != ResponseAction::PassThrough || cbor_as_chosen {
+            self.response_format.as_str()
+        } else if head.status >= 400 && media.eq_ignore_ascii_case("application/json") {
+            // An error Status the client gets as the upstream wrote it.
+            Format::Json.as_str()
+        } else {
+            self.unanswered_format()
+        };
         OnResponse {
             replay: false,
             action,
             learned,
             format,
+        }
+    }
+
+    /// Errors a CBOR-enabled server writes in JSON from its filters and router, whatever
+    /// the client's `Accept` (cases `unauth`, `impersonate`, `options`, `head-cm`,
+    /// `watch-missing-resource`): a legacy upstream writes them the same way, so they pass
+    /// through. 401 comes only from authentication; 403 from authorization and
+    /// impersonation (an admission webhook's 403, rarer, would be CBOR there); 405 from the
+    /// router; a 404 on a watch only from the router (an unknown resource), while a GET's
+    /// 404 is usually the handler's (an object not found) and stays transcoded.
+    fn written_by_filters(&self, status: u16) -> bool {
+        match status {
+            401 | 403 | 405 => true,
+            404 => self.response == ResponseAction::JsonToCbor { watch: true },
+            _ => false,
         }
     }
 
@@ -199,7 +222,15 @@ mod tests {
             (Upgrade, &get_json_watch, resp(200, SEQ, None), false, (false, CborToJson { watch: true }, None, "json")),
             (Upgrade, &get_json_watch, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json")),
             // native: nothing is transcoded.
-            (Native, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, None, "other")),
+            (Native, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, None, "cbor")),
+            (Native, &watch_cbor, resp(200, SEQ, None), false, (false, PassThrough, None, "cbor")),
+            (Native, &get_cbor, resp(200, JSON, None), false, (false, PassThrough, None, "other")),
+            // Errors the server writes from its filters and router stay JSON.
+            (Legacy, &get_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json")),
+            (Legacy, &get_cbor, resp(403, JSON, None), false, (false, PassThrough, None, "json")),
+            (Legacy, &get_cbor, resp(405, JSON, None), false, (false, PassThrough, None, "json")),
+            (Legacy, &watch_cbor, resp(404, JSON, None), false, (false, PassThrough, None, "json")),
+            (Auto, &post_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json")),
             (Native, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
         ];
         for (mode, head, response, replayed, (replay, action, learned, format)) in cases {

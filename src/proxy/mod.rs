@@ -208,7 +208,7 @@ impl ProxyHttp for Gate {
             Ok(addr) => Ok(self.upstream.peer(addr, long_running)),
             Err(why) => {
                 let failure = Failure::Unresolved(why.clone());
-                ex.local_error = ex.plan.as_ref().map(|p| p.failure_reply(&failure));
+                ex.local_error = ex.plan.as_ref().and_then(|p| p.failure_reply(&failure));
                 Err(Error::explain(ErrorType::ConnectError, why))
             }
         }
@@ -347,7 +347,7 @@ impl ProxyHttp for Gate {
             let failure = local_reply::failure_of(e, ex.status != 0)?;
             // One line per upstream failure, with what pingora knows of it.
             tracing::warn!(error = %e, "upstream request failed");
-            ex.plan.as_ref().map(|p| p.failure_reply(&failure))
+            ex.plan.as_ref().and_then(|p| p.failure_reply(&failure))
         });
         let mut code = 0;
         if let Some((reply, retry_after)) = reply {
