@@ -13,7 +13,7 @@ pub enum ProxyCommand {
     Serve(ServeArgs),
     /// Start the built-in JSON-only apiserver stand-in with the proxy in front of it.
     #[cfg(feature = "demo")]
-    Demo(DemoArgs),
+    Demo(crate::demo::DemoArgs),
 }
 
 #[derive(Args, Default)]
@@ -76,20 +76,6 @@ impl clap::ValueEnum for Mode {
     }
 }
 
-#[cfg(feature = "demo")]
-#[derive(Args, Default)]
-pub struct DemoArgs {
-    /// Proxy listen address.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: String,
-    /// Stand-in apiserver listen address.
-    #[arg(long, default_value = "127.0.0.1:8001")]
-    pub standin: String,
-    /// Admin listen address.
-    #[arg(long, default_value = "127.0.0.1:9464")]
-    pub admin: String,
-}
-
 /// Apply flags over the file over the defaults.
 pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     let mut c = match &args.config {
@@ -127,11 +113,6 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     Ok(c)
 }
 
-/// Logs to stderr as configured; see [`crate::logs`].
-pub fn init_logging(config: &Config) {
-    crate::logs::init(&config.log);
-}
-
 pub fn run(cmd: ProxyCommand) -> ExitCode {
     match cmd {
         ProxyCommand::Serve(args) => {
@@ -142,7 +123,7 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            init_logging(&config);
+            crate::logs::init(&config.log);
             match crate::server::build(config) {
                 Ok(built) => crate::server::run(built),
                 Err(e) => {

@@ -2,10 +2,24 @@
 //! the proxy (legacy mode) in front of it, and a few `curl` lines that show
 //! CBOR working. Serves until interrupted.
 
-use crate::cli::DemoArgs;
 use crate::config::{Config, Mode};
 use cborgate_standin::{StandIn, StandInOptions};
+use clap::Args;
 use std::process::ExitCode;
+
+/// `cborgate demo`'s flags.
+#[derive(Args, Default)]
+pub struct DemoArgs {
+    /// Proxy listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Stand-in apiserver listen address.
+    #[arg(long, default_value = "127.0.0.1:8001")]
+    pub standin: String,
+    /// Admin listen address.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub admin: String,
+}
 
 pub fn run(args: DemoArgs) -> ExitCode {
     let standin_addr: std::net::SocketAddr = match args.standin.parse() {
@@ -58,7 +72,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
     config.server.admin = args.admin.clone();
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = Mode::Legacy;
-    crate::cli::init_logging(&config);
+    crate::logs::init(&config.log);
     // Bind-check and load everything before printing: the lines must never be
     // printed for a proxy that is not there (or for whatever owns the port).
     let built = match crate::server::build(config) {

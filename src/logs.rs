@@ -469,9 +469,12 @@ mod tests {
                 error: "TLSHandshakeFailure context: x"
             })
         );
-        let labels: std::collections::HashSet<_> =
-            ClientError::ALL.iter().map(|k| k.as_str()).collect();
-        assert_eq!(labels.len(), ClientError::ALL.len());
+        let labels: Vec<&str> = ClientError::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            labels,
+            crate::metrics::CLIENT_ERROR_KINDS,
+            "the metric's label set"
+        );
     }
 
     #[test]

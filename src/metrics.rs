@@ -7,7 +7,6 @@
 //! client library, read from `/proc` at each scrape ([`process_families`]).
 
 use crate::codec::Reason;
-use crate::logs::ClientError;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -39,8 +38,8 @@ pub struct Metrics {
     pub watch_events_total: IntCounterVec,
     pub upgrades_active: IntGaugeVec,
     pub build_info: IntGaugeVec,
-    /// `kind` is one of [`ClientError::ALL`]: client behaviour pingora logs as an
-    /// error, counted here instead (see [`crate::logs`]).
+    /// `kind` is one of [`CLIENT_ERROR_KINDS`]: client behaviour pingora logs as an
+    /// error, counted here instead (see the `logs` module).
     pub client_errors_total: IntCounterVec,
     pub upstream_resolve_failures_total: IntCounter,
     pub upstream_ready: IntGauge,
@@ -50,6 +49,16 @@ pub struct Metrics {
 }
 
 /// The `file` label values of `cborgate_reloads_total`.
+/// The `kind` label of `cborgate_client_errors_total` (`logs::ClientError` labels, test-checked).
+pub const CLIENT_ERROR_KINDS: [&str; 6] = [
+    "tls_handshake",
+    "handshake_timeout",
+    "h2_handshake",
+    "disconnect",
+    "read_timeout",
+    "bad_request",
+];
+
 pub const RELOAD_FILES: [&str; 3] = ["serving", "upstream_ca", "upstream_client"];
 /// The `result` label values of `cborgate_reloads_total`.
 pub const RELOAD_RESULTS: [&str; 2] = ["success", "failure"];
@@ -203,8 +212,8 @@ impl Metrics {
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
         }
-        for kind in ClientError::ALL {
-            self.client_errors_total.with_label_values(&[kind.as_str()]);
+        for kind in CLIENT_ERROR_KINDS {
+            self.client_errors_total.with_label_values(&[kind]);
         }
         for file in RELOAD_FILES {
             for result in RELOAD_RESULTS {
@@ -395,7 +404,7 @@ mod tests {
         assert_eq!(reloads, want);
         assert_eq!(
             series("cborgate_client_errors_total").len(),
-            ClientError::ALL.len()
+            CLIENT_ERROR_KINDS.len()
         );
         for name in [
             "cborgate_upstream_resolve_failures_total",

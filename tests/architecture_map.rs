@@ -83,3 +83,75 @@ fn unsafe_code_is_confined() {
         }
     }
 }
+
+/// The top-level modules of src/ import one another without a cycle (ARCHITECTURE.md
+/// "Invariants"), and admission and shutdown are objects passed in: the only
+/// process-wide static that is not a constant table is the metrics registry.
+#[test]
+fn modules_have_no_cycle_and_no_state_statics() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut present = BTreeSet::new();
+    files(&root.join("src"), &mut present);
+    let mut graph: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for f in &present {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        // Code only: unit tests may reach anywhere, comments do not import.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let top = f
+            .trim_start_matches("src/")
+            .split(['/', '.'])
+            .next()
+            .unwrap()
+            .to_string();
+        let deps = graph.entry(top.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices("crate::") {
+                let name: String = line[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != top {
+                    deps.insert(name);
+                }
+            }
+        }
+        for line in code.lines() {
+            let t = line.trim_start();
+            if t.starts_with("static ") || t.starts_with("pub static ") {
+                assert!(
+                    t.contains("OnceLock<Metrics>")
+                        || !t.contains("Atomic") && !t.contains("Mutex"),
+                    "{f}: process-wide mutable state: {t}"
+                );
+            }
+        }
+    }
+    // Depth-first search for a cycle.
+    fn visit(
+        n: &str,
+        g: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            panic!("module cycle: {}", path[i..].join(" -> ") + " -> " + n);
+        }
+        if done.contains(n) {
+            return;
+        }
+        path.push(n.to_string());
+        for d in g.get(n).into_iter().flatten() {
+            visit(d, g, path, done);
+        }
+        path.pop();
+        done.insert(n.to_string());
+    }
+    let mut done = BTreeSet::new();
+    for n in graph.keys() {
+        visit(n, &graph, &mut Vec::new(), &mut done);
+    }
+    assert!(
+        graph["proxy"].contains("negotiate"),
+        "the graph was read: {graph:?}"
+    );
+}
