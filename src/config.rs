@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// Learn per (verb, group, resource); until learning lands, behaves like `legacy`.
+    /// Learn per (verb, group, resource) whether the upstream takes CBOR (`negotiate::auto`).
     #[default]
     Auto,
     /// The upstream speaks no CBOR: always transcode.
