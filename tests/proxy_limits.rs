@@ -277,3 +277,126 @@ fn a_client_that_stalls_in_its_request_body_is_cut_off_after_request_read_timeou
     );
     assert_eq!(once(h.proxy, "GET", CM, &[], None).status, 200);
 }
+
+/// Write a whole request (head and body) before reading a byte of the answer, as
+/// Python's `http.client` and client-go over HTTP/1.1 do, in 16 KiB writes; then read the
+/// answer to the connection's end. A reset or a broken pipe, on a write or on the
+/// read, fails.
+fn write_all_then_read(proxy: std::net::SocketAddr, request: &[u8]) -> (String, Vec<u8>) {
+    let mut s = std::net::TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    for (i, piece) in request.chunks(16 << 10).enumerate() {
+        s.write_all(piece)
+            .unwrap_or_else(|e| panic!("writing the request, piece {i}: {e}"));
+    }
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut s, &mut got)
+        .unwrap_or_else(|e| panic!("reading the answer after {} bytes: {e}", got.len()));
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(&got)));
+    let head = String::from_utf8(got[..end].to_vec()).unwrap();
+    (head, got[end + 4..].to_vec())
+}
+
+/// The head of a CBOR POST whose body is framed by `framing` (a header line).
+fn cbor_post_head(framing: &str) -> String {
+    format!(
+        "POST {CMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/cbor\r\n\
+         Accept: application/cbor\r\n{framing}\r\n\r\n"
+    )
+}
+
+/// The 413 as kube-apiserver writes it, with `Connection: close`.
+fn assert_413(head: &str, body: &[u8]) {
+    assert!(head.starts_with("HTTP/1.1 413 "), "{head}");
+    let headers: Vec<(String, String)> = head
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let (k, v) = l.split_once(':').unwrap();
+            (k.trim().to_ascii_lowercase(), v.trim().to_string())
+        })
+        .collect();
+    let get = |n: &str| support::http::header(&headers, n).unwrap_or_default();
+    assert_eq!(get("connection"), "close", "{head}");
+    assert_eq!(get("content-length"), body.len().to_string(), "{head}");
+    let v = status_of(body, get("content-type"));
+    assert_eq!(v["code"], 413);
+    assert_eq!(v["reason"], "RequestEntityTooLarge");
+    assert_eq!(v["message"], "Request entity too large: limit is 3145728");
+}
+
+/// A CBOR body over `codec.max_request_body_bytes`, declared up front, is refused
+/// before it is read; cborgate then reads and discards it (bounded) before closing,
+/// so a client that writes it all before reading gets the 413 every time, never a
+/// reset (the CBOR-enabled kube-apiserver behaves the same way).
+#[test]
+fn a_client_that_writes_its_whole_oversized_body_before_reading_gets_the_413() {
+    let h = Harness::start("legacy", &[]);
+    let body = vec![0x40u8; (3 << 20) + 1];
+    let mut request = cbor_post_head(&format!("Content-Length: {}", body.len())).into_bytes();
+    request.extend_from_slice(&body);
+    for _ in 0..20 {
+        let (head, body) = write_all_then_read(h.proxy, &request);
+        assert_413(&head, &body);
+    }
+    assert!(h.standin().requests().iter().all(|r| r.method != "POST"));
+    h.wait_metric("cborgate_requests_total", &[("code", "413")], 20.0);
+}
+
+/// The same for a chunked body that grows past the limit while it streams: refused
+/// when it crosses the limit, the rest read and discarded before the connection closes.
+#[test]
+fn a_chunked_body_that_grows_past_the_limit_gets_the_413_not_a_reset() {
+    let h = Harness::start("legacy", &[]);
+    // {"a": "xxx…"}: one valid CBOR text string of 4 MiB, sent in 64 KiB chunks.
+    let len: u32 = 4 << 20;
+    let mut cbor = vec![0xa1, 0x61, b'a', 0x7a];
+    cbor.extend_from_slice(&len.to_be_bytes());
+    cbor.resize(cbor.len() + len as usize, b'x');
+    let mut request = cbor_post_head("Transfer-Encoding: chunked").into_bytes();
+    for piece in cbor.chunks(64 << 10) {
+        request.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        request.extend_from_slice(piece);
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"0\r\n\r\n");
+    for _ in 0..5 {
+        let (head, body) = write_all_then_read(h.proxy, &request);
+        assert_413(&head, &body);
+    }
+    assert!(h
+        .standin()
+        .requests()
+        .iter()
+        .all(|r| r.method != "POST" || r.body.is_empty()));
+}
+
+/// The lingering close is bounded in time (a client that declares a large body and
+/// then sends nothing more gets the 413 at once, and the connection closes about two
+/// seconds later) and in bytes (the limit and 1 MiB: a client that keeps writing is
+/// cut off).
+#[test]
+fn a_lingering_close_is_bounded_in_time_and_bytes() {
+    let h = Harness::start("legacy", &[]);
+    let head = cbor_post_head(&format!("Content-Length: {}", 100 << 20));
+    let t = Instant::now();
+    let (head, body) = write_all_then_read(h.proxy, head.as_bytes());
+    assert_413(&head, &body);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(4), "closed after {took:?}");
+
+    let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = cbor_post_head(&format!("Content-Length: {}", 1u64 << 30));
+    s.write_all(head.as_bytes()).unwrap();
+    let piece = vec![0x40u8; 64 << 10];
+    let mut written = 0u64;
+    while s.write_all(&piece).is_ok() {
+        written += piece.len() as u64;
+        assert!(written < 64 << 20, "still reading after {written} bytes");
+    }
+}

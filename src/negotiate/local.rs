@@ -73,7 +73,8 @@ impl Plan {
     }
 
     /// 413 for a body cborgate would transcode whose size is over the limit: from its
-    /// declared length before it is read, or from what arrived while it is read.
+    /// declared length before it is read, or from what arrived while it is read. The
+    /// message is kube-apiserver's own (tests/data/corpus/native-1.36/post-too-big).
     pub fn body_refusal(
         &self,
         body_bytes: Option<u64>,
@@ -85,7 +86,7 @@ impl Plan {
             self.error_reply(
                 413,
                 "RequestEntityTooLarge",
-                format!("the request body is larger than the limit of {limit} bytes"),
+                format!("Request entity too large: limit is {limit}"),
             )
         })
     }
@@ -256,6 +257,7 @@ mod tests {
         assert_eq!(p.body_refusal(None, LIMITS), None);
         let r = p.body_refusal(Some((3 << 20) + 1), LIMITS).unwrap();
         assert_eq!((r.code, r.reason), (413, "RequestEntityTooLarge"));
+        assert_eq!(r.message, "Request entity too large: limit is 3145728");
         // Only a body cborgate transcodes is held to the limit.
         let json_body = plan_for("application/json", Some("application/json"));
         assert_eq!(json_body.body_refusal(Some(u64::MAX), LIMITS), None);

@@ -9,6 +9,13 @@ use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType, Result};
+use std::time::Duration;
+
+/// How long a lingering close waits for the rest of a request body.
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+/// How much more than `codec.max_request_body_bytes` a lingering close reads and
+/// discards: a body just over the limit, as clients send it, is read to its end.
+pub const LINGER_SLACK_BYTES: u64 = 1 << 20;
 
 /// The `Status` and its format for a reply.
 pub fn status_of(r: &LocalReply) -> (Status, StatusFormat) {
@@ -33,8 +40,12 @@ pub fn format_label(r: &LocalReply) -> &'static str {
     }
 }
 
-/// Write a complete reply to the client (the caller has set the connection's reuse).
+/// Write a complete reply to the client (the caller has set the connection's reuse). A
+/// reply while the request body is still unread says `Connection: close`: see [`linger`].
 pub async fn write(session: &mut Session, reply: &LocalReply, retry_after: bool) -> Result<()> {
+    if !session.is_body_done() {
+        session.set_keepalive(None);
+    }
     let (status, format) = status_of(reply);
     let (body, content_type) = status.render(format);
     let mut resp = ResponseHeader::build(status.code, Some(4))?;
@@ -49,6 +60,33 @@ pub async fn write(session: &mut Session, reply: &LocalReply, retry_after: bool)
         .write_response_body(Some(Bytes::from(body)), true)
         .await?;
     Ok(())
+}
+
+/// The lingering close after a reply written while the request body is still arriving
+/// (HTTP/1.x; a no-op when the body is done): read and discard the rest of the body, at
+/// most `max_bytes` of it and for at most [`LINGER_TIME`], before pingora closes the
+/// connection. Closing with unread bytes in the socket makes the kernel send a reset, so
+/// a client that writes its whole body before it reads (Python's `http.client`,
+/// client-go over HTTP/1.1) would get a broken pipe instead of the reply; Go's net/http
+/// and nginx's `lingering_close` read on for the same reason. pingora itself closes at
+/// once: its drain runs only for a connection kept alive, and a response written before
+/// the body is done turns keep-alive off. Each piece read is dropped at once, so the
+/// memory held is one read of pingora's body buffer. Returns the bytes discarded.
+pub async fn linger(session: &mut Session, max_bytes: u64) -> u64 {
+    let mut discarded = 0u64;
+    if session.is_http2() || session.is_body_done() {
+        return discarded;
+    }
+    session.set_keepalive(None);
+    let deadline = tokio::time::Instant::now() + LINGER_TIME;
+    while discarded < max_bytes {
+        match tokio::time::timeout_at(deadline, session.read_request_body()).await {
+            Ok(Ok(Some(piece))) => discarded += piece.len() as u64,
+            // The body's end, the client's close or error, or the time is up.
+            _ => break,
+        }
+    }
+    discarded
 }
 
 /// Which failure pingora's error is, if it is one cborgate answers: `answered` says

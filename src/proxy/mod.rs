@@ -156,8 +156,23 @@ impl Gate {
         ex.plan = Some(plan);
         ex.answered(reply);
         self.connection_reuse(session);
-        local_reply::write(session, reply, retry_after).await?;
+        self.write_reply(session, reply, retry_after).await?;
         Ok(true)
+    }
+
+    /// Write a local reply, then read and discard what is left of the request body
+    /// (bounded: [`local_reply::linger`]), so the client gets the reply, not a reset.
+    async fn write_reply(
+        &self,
+        session: &mut Session,
+        reply: &LocalReply,
+        retry_after: bool,
+    ) -> Result<()> {
+        local_reply::write(session, reply, retry_after).await?;
+        let max_bytes =
+            (self.codecs.request.max_request_body).saturating_add(local_reply::LINGER_SLACK_BYTES);
+        local_reply::linger(session, max_bytes).await;
+        Ok(())
     }
 }
 
@@ -355,7 +370,7 @@ impl ProxyHttp for Gate {
                 code = reply.code;
                 ex.answered(&reply);
                 self.connection_reuse(session);
-                if let Err(we) = local_reply::write(session, &reply, retry_after).await {
+                if let Err(we) = self.write_reply(session, &reply, retry_after).await {
                     tracing::debug!(error = %we, "could not write the error response");
                 }
             }
