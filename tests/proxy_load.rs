@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::harness::Harness;
-use support::http::header;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use support::http::{header, AsyncConn as Client, Head};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -45,138 +45,6 @@ fn client_runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// A minimal HTTP/1.1 client connection, keep-alive, strict about framing.
-struct Client {
-    io: BufReader<TcpStream>,
-}
-
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        header(&self.headers, name)
-    }
-    fn closes(&self) -> bool {
-        self.header("connection")
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
-    }
-}
-
-type IoResult<T> = std::io::Result<T>;
-
-fn bad(what: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
-}
-
-impl Client {
-    async fn connect(addr: SocketAddr) -> IoResult<Client> {
-        let s = TcpStream::connect(addr).await?;
-        s.set_nodelay(true)?;
-        Ok(Client {
-            io: BufReader::new(s),
-        })
-    }
-
-    async fn send(
-        &mut self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> IoResult<()> {
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: load\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if let Some(b) = body {
-            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
-        }
-        req.push_str("\r\n");
-        let mut bytes = req.into_bytes();
-        bytes.extend_from_slice(body.unwrap_or_default());
-        self.io.get_mut().write_all(&bytes).await
-    }
-
-    async fn head(&mut self) -> IoResult<(u16, Vec<(String, String)>)> {
-        let mut line = String::new();
-        if self.io.read_line(&mut line).await? == 0 {
-            return Err(bad("connection closed before a response".into()));
-        }
-        if !line.starts_with("HTTP/1.1 ") || line.len() < 12 {
-            return Err(bad(format!("bad status line {line:?}")));
-        }
-        let status = line[9..12]
-            .parse()
-            .map_err(|_| bad(format!("bad status {line:?}")))?;
-        let mut headers = Vec::new();
-        loop {
-            let mut l = String::new();
-            if self.io.read_line(&mut l).await? == 0 {
-                return Err(bad("closed in the head".into()));
-            }
-            let l = l.trim_end();
-            if l.is_empty() {
-                return Ok((status, headers));
-            }
-            let (k, v) = l.split_once(':').ok_or_else(|| bad(l.to_string()))?;
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-
-    /// One chunk of a chunked body; `None` at the last chunk.
-    async fn chunk(&mut self) -> IoResult<Option<Vec<u8>>> {
-        let mut l = String::new();
-        if self.io.read_line(&mut l).await? == 0 {
-            return Err(bad("closed inside a chunked body".into()));
-        }
-        let size = usize::from_str_radix(l.trim().split(';').next().unwrap_or(""), 16)
-            .map_err(|_| bad(format!("bad chunk size {l:?}")))?;
-        let mut data = vec![0; size + 2];
-        self.io.read_exact(&mut data).await?;
-        if &data[size..] != b"\r\n" {
-            return Err(bad("chunk not followed by CRLF".into()));
-        }
-        data.truncate(size);
-        Ok((size > 0).then_some(data))
-    }
-
-    async fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> IoResult<Answer> {
-        self.send(method, path, headers, body).await?;
-        let (status, headers) = self.head().await?;
-        let get = |n: &str| header(&headers, n);
-        let body = if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-            let mut body = Vec::new();
-            while let Some(c) = self.chunk().await? {
-                body.extend(c);
-            }
-            body
-        } else {
-            let len: usize = get("content-length")
-                .ok_or_else(|| bad("no Content-Length and not chunked".into()))?
-                .parse()
-                .map_err(|_| bad("bad Content-Length".into()))?;
-            let mut body = vec![0; len];
-            self.io.read_exact(&mut body).await?;
-            body
-        };
-        Ok(Answer {
-            status,
-            headers,
-            body,
-        })
-    }
 }
 
 fn cbor_json(body: &[u8]) -> Value {
@@ -218,8 +86,11 @@ async fn watch_and_check(
         return format!("send: {e}");
     }
     let headers = match c.head().await {
-        Ok((200, headers)) => headers,
-        Ok((status, _)) => return format!("watch answered {status}"),
+        Ok(Head {
+            status: 200,
+            headers,
+        }) => headers,
+        Ok(Head { status, .. }) => return format!("watch answered {status}"),
         Err(e) => return format!("head: {e}"),
     };
     let ct = header(&headers, "content-type").unwrap_or_default();
