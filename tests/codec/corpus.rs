@@ -1,12 +1,11 @@
 //! Acceptance: every recorded object with `b.json` and `b.cbor` round-trips
 //! through the codec exactly as a CBOR-enabled kube-apiserver wrote it.
 
-mod support;
 
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions, StringMode,
 };
-use support::*;
+use crate::support::*;
 
 fn cases() -> Vec<(String, bool)> {
     let dir = data().join("corpus/objects");

@@ -2,7 +2,6 @@
 //! into random pieces (down to single bytes) never changes the output; random
 //! bytes never panic either direction.
 
-mod support;
 
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions,

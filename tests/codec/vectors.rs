@@ -3,11 +3,10 @@
 //! (where Kubernetes re-encodes without a float) JSON → CBOR gives back
 //! Kubernetes' re-encoding, map order aside.
 
-mod support;
 
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
 use serde_json::Value;
-use support::*;
+use crate::support::*;
 
 /// Decode a Go literal from the expectations file (`"\x01"`, `int64(1)`, …)
 /// into the JSON value `encoding/json` would print. `None`: use the RFC value.

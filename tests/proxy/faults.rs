@@ -2,13 +2,12 @@
 //! malformed JSON, makes the client's response end abnormally (no
 //! terminating chunk), never a well-formed but shortened stream.
 
-mod support;
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::harness::{fake_upstream, Harness};
-use support::http::Conn;
+use crate::support::harness::{fake_upstream, Harness};
+use crate::support::http::Conn;
 
 /// An upstream that sends a 200 JSON head and `body`, then drops the connection.
 fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr {
@@ -129,7 +128,7 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
     let h = Harness::start("legacy", &[]);
     let pid = h.child.id();
     // Warm up (lazily opened descriptors), then measure.
-    support::http::once(
+    crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps",
@@ -206,7 +205,7 @@ fn watches_are_never_timed_out_waiting_for_headers() {
         "the slow watch must be served, not 504"
     );
     // A short request to the same slow upstream does get the 504.
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/x/configmaps/y",
@@ -224,8 +223,8 @@ fn watches_are_never_timed_out_waiting_for_headers() {
 #[test]
 fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
     use cborgate_standin::{StandIn, StandInOptions};
-    use support::harness::{eventually, free_port, wait_for};
-    use support::http::once;
+    use crate::support::harness::{eventually, free_port, wait_for};
+    use crate::support::http::once;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -3,12 +3,11 @@
 //! both what the client got and what the upstream received. One test (or
 //! group) per row of WIRE.md §1 and §4.
 
-mod support;
 
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
 use serde_json::{json, Value};
-use support::harness::{eventually, Harness};
-use support::http::{once, Conn, Resp};
+use crate::support::harness::{eventually, Harness};
+use crate::support::http::{once, Conn, Resp};
 
 const CBOR: &str = "application/cbor";
 
@@ -384,7 +383,7 @@ fn row_table_is_refused_in_cbor_and_falls_back_to_json() {
     );
     assert_eq!(r.status, 406);
     let recorded =
-        std::fs::read(support::data().join("corpus/exchanges/b-table-cbor.body")).unwrap();
+        std::fs::read(crate::support::data().join("corpus/exchanges/b-table-cbor.body")).unwrap();
     assert_eq!(r.body, recorded, "the CBOR-enabled apiserver's exact 406");
     assert!(h.standin().requests().is_empty());
     let r = once(h.proxy, "GET", CMS, &[("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9")], None);
@@ -563,7 +562,7 @@ fn status_400_for_malformed_cbor_and_413_for_big_bodies() {
 
 #[test]
 fn status_503_when_the_upstream_is_unreachable() {
-    let port = support::harness::free_port();
+    let port = crate::support::harness::free_port();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

@@ -2,14 +2,13 @@
 //! the client-go scenario: the client sees the same results in every mode;
 //! what the upstream received is what the mode says.
 
-mod support;
 
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
 use cborgate_standin::{CborMode, StandInOptions};
 use serde_json::{json, Value};
-use support::harness::Harness;
-use support::http::Conn;
-use support::scenario::{run, ACCEPTS};
+use crate::support::harness::Harness;
+use crate::support::http::Conn;
+use crate::support::scenario::{run, ACCEPTS};
 
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";
 const GADGETS: &str = "/apis/corpus.example.com/v1/namespaces/demo/gadgets";
@@ -142,7 +141,7 @@ fn auto_against_a_cbor_upstream_passes_bodies_through_byte_identical() {
         JsonToCborOptions::default(),
     )
     .unwrap();
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "POST",
         CMS,
@@ -161,7 +160,7 @@ fn auto_against_a_cbor_upstream_passes_bodies_through_byte_identical() {
     // Responses: the upstream's own CBOR (map order shuffled per response), untouched.
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..10 {
-        let r = support::http::once(
+        let r = crate::support::http::once(
             h.proxy,
             "GET",
             &format!("{CMS}/bytes"),
@@ -175,7 +174,7 @@ fn auto_against_a_cbor_upstream_passes_bodies_through_byte_identical() {
         seen.len() > 1,
         "the upstream's random map order reaches the client: nothing re-encoded"
     );
-    let w = support::http::once(
+    let w = crate::support::http::once(
         h.proxy,
         "GET",
         &format!("{CMS}?watch=1&timeoutSeconds=1"),
@@ -184,7 +183,7 @@ fn auto_against_a_cbor_upstream_passes_bodies_through_byte_identical() {
     );
     assert_eq!(w.header("content-type"), Some("application/cbor-seq"));
     assert_eq!(h.metric("cborgate_codec_duration_seconds_count", &[]), 0.0);
-    let caps = support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
+    let caps = crate::support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
     assert!(String::from_utf8_lossy(&caps.body).contains("\"upstream\":\"cbor\""));
 }
 

@@ -2,7 +2,6 @@
 //! prompt), many idle watches, a LIST far larger than memory, upgrades, and
 //! SIGTERM while requests are in flight. Loopback only, bounded in time.
 
-mod support;
 
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCborOptions,
@@ -11,8 +10,8 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use support::harness::{fake_upstream, Harness};
-use support::http::{once, Conn};
+use crate::support::harness::{fake_upstream, Harness};
+use crate::support::http::{once, Conn};
 
 const CMS: &str = "/api/v1/namespaces/load/configmaps";
 

@@ -2,7 +2,6 @@
 //! watch exactly as over HTTP/1.1; the upstream is reached over TLS verified
 //! with a CA made in the test, presenting a client certificate.
 
-mod support;
 
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
@@ -11,7 +10,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::harness::{eventually, Harness};
+use crate::support::harness::{eventually, Harness};
 
 struct Pki {
     dir: PathBuf,
@@ -184,7 +183,7 @@ fn http2_over_tls_downstream_gets_cbor_and_cbor_watches() {
         .await;
         assert_eq!(status, 200);
         assert_eq!(ct, "application/json");
-        let direct = support::http::once(
+        let direct = crate::support::http::once(
             h.upstream,
             "GET",
             "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -272,7 +271,7 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
         ],
         rt,
     );
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -302,7 +301,7 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
         &["--upstream-ca", &path(&p.dir, "ca.pem")],
         rt,
     );
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -328,7 +327,7 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
         ],
         rt,
     );
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -501,7 +500,7 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
         rt,
     );
     let get = |h: &Harness| {
-        support::http::once(
+        crate::support::http::once(
             h.proxy,
             "GET",
             "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -510,7 +509,7 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
         )
         .status
     };
-    let ready = |h: &Harness| support::http::once(h.admin, "GET", "/readyz", &[], None);
+    let ready = |h: &Harness| crate::support::http::once(h.admin, "GET", "/readyz", &[], None);
     // The wrong CA: TCP connects, the handshake fails, so /readyz says so.
     eventually(10, "/readyz 503 with the wrong CA", || {
         ready(&h).status == 503

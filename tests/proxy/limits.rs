@@ -2,14 +2,13 @@
 //! flight and long-running requests open (429 with `Retry-After`), each answered with a
 //! Kubernetes `Status` in the client's format, and each released when the request ends.
 
-mod support;
 
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use serde_json::Value;
 use std::io::Write;
 use std::time::{Duration, Instant};
-use support::harness::{fake_upstream, Harness};
-use support::http::{once, Conn};
+use crate::support::harness::{fake_upstream, Harness};
+use crate::support::http::{once, Conn};
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";

@@ -4,7 +4,6 @@
 //! terminal (a container's log file). And client noise (failed TLS handshakes, probes,
 //! hang-ups) is counted in `cborgate_client_errors_total`, not logged as an error.
 
-mod support;
 
 use cborgate_standin::StandInOptions;
 use serde_json::Value;
@@ -12,8 +11,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-use support::harness::Harness;
-use support::http::once;
+use crate::support::harness::Harness;
+use crate::support::http::once;
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 
