@@ -55,6 +55,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
+/// Standard base64 with padding, public for cborgate's test oracles (one encoder,
+/// independent of cborgate's codec, for the stand-in and the tests).
+pub use util::base64_std;
+
 use api::{Plan, Shared};
 use http::{BodyKind, Conn, ReadError, RequestHead, Response};
 

@@ -2,27 +2,11 @@
 //! CBOR first; the upstream's 415 is replayed as JSON, so no client ever sees
 //! it; what was learned holds per (verb, group, resource) for the TTL.
 
-
-use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use crate::support::bodies::{cbor, decode};
+use crate::support::harness::Harness;
+use crate::support::http::Conn;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use crate::support::harness::Harness;
-use crate::support::http::{Conn, Resp};
-
-fn cbor(v: &Value) -> Vec<u8> {
-    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
-}
-
-fn decode(r: &Resp) -> Value {
-    assert_eq!(
-        r.header("content-type"),
-        Some("application/cbor"),
-        "{} {}",
-        r.status,
-        String::from_utf8_lossy(&r.body)
-    );
-    serde_json::from_slice(&cbor_to_json(&r.body, CborToJsonOptions::default()).unwrap()).unwrap()
-}
 
 /// Upstream requests that carried a CBOR body, by (method, resource).
 fn cbor_bodies_upstream(h: &Harness) -> BTreeMap<(String, String), usize> {

@@ -2,12 +2,11 @@
 //! malformed JSON, makes the client's response end abnormally (no
 //! terminating chunk), never a well-formed but shortened stream.
 
-
+use crate::support::harness::{fake_upstream, Harness};
+use crate::support::http::Conn;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
-use crate::support::harness::{fake_upstream, Harness};
-use crate::support::http::Conn;
 
 /// An upstream that sends a 200 JSON head and `body`, then drops the connection.
 fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr {
@@ -222,9 +221,9 @@ fn watches_are_never_timed_out_waiting_for_headers() {
 /// root, as CI runs).
 #[test]
 fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
-    use cborgate_standin::{StandIn, StandInOptions};
     use crate::support::harness::{eventually, free_port, wait_for};
     use crate::support::http::once;
+    use cborgate_standin::{StandIn, StandInOptions};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

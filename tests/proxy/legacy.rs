@@ -3,44 +3,12 @@
 //! both what the client got and what the upstream received. One test (or
 //! group) per row of WIRE.md §1 and §4.
 
-
-use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
-use serde_json::{json, Value};
+use crate::support::bodies::{cbor, decode, decode_seq};
 use crate::support::harness::{eventually, Harness};
 use crate::support::http::{once, Conn, Resp};
+use serde_json::{json, Value};
 
 const CBOR: &str = "application/cbor";
-
-fn cbor(v: &Value) -> Vec<u8> {
-    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
-}
-
-/// Decode a CBOR body (or fail the test with its bytes).
-fn decode(r: &Resp) -> Value {
-    assert_eq!(
-        &r.body[..3],
-        &[0xd9, 0xd9, 0xf7],
-        "self-described CBOR, got {:?}",
-        String::from_utf8_lossy(&r.body)
-    );
-    let json = cbor_to_json(&r.body, CborToJsonOptions::default()).expect("valid CBOR");
-    serde_json::from_slice(&json).unwrap()
-}
-
-fn decode_seq(bytes: &[u8]) -> Vec<Value> {
-    let json = cbor_to_json(
-        bytes,
-        CborToJsonOptions {
-            sequence: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    json.split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect()
-}
 
 fn cm(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v", "n": "1"}})
@@ -742,20 +710,7 @@ fn passthrough_is_byte_identical_to_direct_traffic() {
 fn metrics_families_exist_and_move() {
     let h = Harness::start("legacy", &[]);
     let text = h.metrics();
-    for family in [
-        "cborgate_requests_total",
-        "cborgate_request_duration_seconds",
-        "cborgate_codec_duration_seconds",
-        "cborgate_codec_bytes_total",
-        "cborgate_fallbacks_total",
-        "cborgate_unsupported_media_type_total",
-        "cborgate_not_acceptable_total",
-        "cborgate_transcode_errors_total",
-        "cborgate_watch_streams_active",
-        "cborgate_watch_events_total",
-        "cborgate_upgrades_active",
-        "cborgate_build_info",
-    ] {
+    for family in cborgate::metrics::FAMILIES {
         assert!(
             text.contains(&format!("# TYPE {family} ")),
             "{family} missing at start-up"

@@ -2,13 +2,12 @@
 //! flight and long-running requests open (429 with `Retry-After`), each answered with a
 //! Kubernetes `Status` in the client's format, and each released when the request ends.
 
-
+use crate::support::harness::{fake_upstream, Harness};
+use crate::support::http::{once, Conn};
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use serde_json::Value;
 use std::io::Write;
 use std::time::{Duration, Instant};
-use crate::support::harness::{fake_upstream, Harness};
-use crate::support::http::{once, Conn};
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";

@@ -4,15 +4,14 @@
 //! terminal (a container's log file). And client noise (failed TLS handshakes, probes,
 //! hang-ups) is counted in `cborgate_client_errors_total`, not logged as an error.
 
-
+use crate::support::harness::Harness;
+use crate::support::http::once;
 use cborgate_standin::StandInOptions;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-use crate::support::harness::Harness;
-use crate::support::http::once;
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 

@@ -2,13 +2,12 @@
 //! the client-go scenario: the client sees the same results in every mode;
 //! what the upstream received is what the mode says.
 
-
-use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
-use cborgate_standin::{CborMode, StandInOptions};
-use serde_json::{json, Value};
 use crate::support::harness::Harness;
 use crate::support::http::Conn;
 use crate::support::scenario::{run, ACCEPTS};
+use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use cborgate_standin::{CborMode, StandInOptions};
+use serde_json::{json, Value};
 
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";
 const GADGETS: &str = "/apis/corpus.example.com/v1/namespaces/demo/gadgets";

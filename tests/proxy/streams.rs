@@ -2,7 +2,8 @@
 //! prompt), many idle watches, a LIST far larger than memory, upgrades, and
 //! SIGTERM while requests are in flight. Loopback only, bounded in time.
 
-
+use crate::support::harness::{fake_upstream, Harness};
+use crate::support::http::{once, Conn};
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCborOptions,
 };
@@ -10,8 +11,6 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use crate::support::harness::{fake_upstream, Harness};
-use crate::support::http::{once, Conn};
 
 const CMS: &str = "/api/v1/namespaces/load/configmaps";
 

@@ -2,7 +2,7 @@
 //! watch exactly as over HTTP/1.1; the upstream is reached over TLS verified
 //! with a CA made in the test, presenting a client certificate.
 
-
+use crate::support::harness::{eventually, Harness};
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
@@ -10,7 +10,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use crate::support::harness::{eventually, Harness};
 
 struct Pki {
     dir: PathBuf,
