@@ -15,6 +15,8 @@ fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr
         let _ = w.write_all(body);
         let _ = w.write_all(b"\r\n");
         let _ = w.flush();
+        // The fault under test: the body so far has gone out and the upstream then
+        // dies a moment later (not synchronisation; the client waits on the socket).
         std::thread::sleep(Duration::from_millis(100));
         // Dropped here: no terminating chunk.
     })
@@ -155,24 +157,22 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
     drop(watches);
     // The stand-in sends a bookmark every second: the proxy notices the
     // hang-up on its next write at the latest and closes the upstream.
-    let t = std::time::Instant::now();
-    loop {
-        let now = fd_count(pid);
-        if now <= before && h.metric("cborgate_watch_streams_active", &[]) == 0.0 {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "descriptors not released: {before} -> {now}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut now = 0;
+    let released = crate::support::harness::poll(Duration::from_secs(10), || {
+        now = fd_count(pid);
+        (now <= before && h.metric("cborgate_watch_streams_active", &[]) == 0.0).then_some(())
+    });
+    assert!(
+        released.is_some(),
+        "descriptors not released: {before} -> {now}"
+    );
 }
 
 #[test]
 fn watches_are_never_timed_out_waiting_for_headers() {
     // An upstream that answers after 2.5 s; the header timeout is 1 s.
     let addr = fake_upstream(|w| {
+        // The slowness is the behaviour under test, not synchronisation.
         std::thread::sleep(Duration::from_millis(2500));
         let ev = b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"late\"}}}\n";
         let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", ev.len());
@@ -298,14 +298,9 @@ fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
     assert_eq!(once(admin, "GET", "/healthz", &[], None).status, 200);
     // The name resolves now.
     std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {name}\n")).unwrap();
-    let t = std::time::Instant::now();
-    while once(proxy, "GET", CM, &accept, None).status != 200 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "service did not resume"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(10, "service resumed", || {
+        once(proxy, "GET", CM, &accept, None).status == 200
+    });
     // More requests than the admission limit, one after another: no slot leaked.
     for _ in 0..limit * 5 {
         assert_eq!(once(proxy, "GET", CM, &accept, None).status, 200);

@@ -2,7 +2,9 @@
 //! prompt), many idle watches, a LIST far larger than memory, upgrades, and
 //! SIGTERM while requests are in flight. Loopback only, bounded in time.
 
-use crate::support::harness::{fake_upstream, Harness};
+use crate::support::harness::{
+    eventually, fake_upstream, fake_upstream_seeing, rss_kib, wait_exit, Harness,
+};
 use crate::support::http::{once, Conn};
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCborOptions,
@@ -13,15 +15,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 const CMS: &str = "/api/v1/namespaces/load/configmaps";
-
-fn rss_kib(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
 
 /// Reads a cbor-seq body chunk by chunk and splits it into items.
 struct SeqReader {
@@ -208,16 +201,19 @@ fn a_thousand_idle_watches() {
     let pid = h.child.id();
     // Warm up one watch so lazily built state is not counted per watch.
     let _w0 = open_watch(&h, "timeoutSeconds=600");
-    std::thread::sleep(Duration::from_millis(200));
+    h.wait_metric("cborgate_watch_streams_active", &[], 1.0);
     let before = rss_kib(pid, "VmRSS:");
     let mut watches = Vec::new();
     for _ in 0..1000 {
         watches.push(open_watch(&h, "timeoutSeconds=600"));
     }
-    std::thread::sleep(Duration::from_millis(500));
+    h.wait_metric("cborgate_watch_streams_active", &[], 1001.0);
     let after = rss_kib(pid, "VmRSS:");
     let per = (after.saturating_sub(before)) as f64 / 1000.0;
     println!("1000 idle watches: cborgate RSS {before} KiB -> {after} KiB, {per:.1} KiB per watch");
+    // Measured 64.8 KiB per watch (25 MiB -> 88 MiB, debug build, 2026-11-24; README
+    // "Limits" says about 60 KiB per idle connection). Twice that is a leak.
+    assert!(per < 130.0, "{per:.1} KiB per idle watch");
     assert_eq!(h.metric("cborgate_watch_streams_active", &[]), 1001.0);
     // Still serving.
     assert_eq!(
@@ -366,11 +362,9 @@ fn websocket_and_spdy_upgrades_carry_bytes_both_ways() {
         );
         drop(r);
         drop(s);
-        let t = Instant::now();
-        while h.metric("cborgate_upgrades_active", &[("protocol", label)]) != 0.0 {
-            assert!(t.elapsed() < Duration::from_secs(5), "upgrade gauge stuck");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually(5, "the upgrade gauge back at 0", || {
+            h.metric("cborgate_upgrades_active", &[("protocol", label)]) == 0.0
+        });
         assert!(
             h.metric(
                 "cborgate_requests_total",
@@ -382,8 +376,16 @@ fn websocket_and_spdy_upgrades_carry_bytes_both_ways() {
 
 #[test]
 fn sigterm_lets_short_requests_finish_ends_watches_and_exits_0() {
-    // An upstream that answers its first request after 1.5 s.
-    let slow = fake_upstream(|w| {
+    // An upstream that answers every request after 1.5 s; `arrived` counts the
+    // API requests that reached it (its /readyz probes do not count).
+    let arrived = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = arrived.clone();
+    let slow = fake_upstream_seeing(move |line, w| {
+        if line.starts_with("GET /api/") {
+            seen.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        // The upstream's slowness is the behaviour under test (a short request
+        // still in flight at SIGTERM), not synchronisation.
         std::thread::sleep(Duration::from_millis(1500));
         let body = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slow"}}"#;
         let _ = write!(
@@ -419,7 +421,9 @@ fn sigterm_lets_short_requests_finish_ends_watches_and_exits_0() {
             None,
         )
     });
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(5, "the slow request at the upstream", || {
+        arrived.load(std::sync::atomic::Ordering::Acquire) >= 1
+    });
     let t = Instant::now();
     for pid in [h.child.id(), slow_proxy.child.id()] {
         assert!(std::process::Command::new("kill")
@@ -453,17 +457,6 @@ fn sigterm_lets_short_requests_finish_ends_watches_and_exits_0() {
     let status = wait_exit(&mut h.child, Duration::from_secs(10));
     assert_eq!(status, Some(0));
     println!("shutdown took {:?}", t.elapsed());
-}
-
-fn wait_exit(child: &mut std::process::Child, within: Duration) -> Option<i32> {
-    let t = Instant::now();
-    while t.elapsed() < within {
-        if let Ok(Some(s)) = child.try_wait() {
-            return s.code();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
 }
 
 impl SeqReader {
