@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::harness::{eventually_async, poll_async, rss_kib, wait_exit, Harness};
+use support::harness::{config_file, eventually_async, poll_async, rss_kib, wait_exit, Harness};
 use support::http::{header, AsyncConn as Client, Head};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -444,15 +444,8 @@ fn slow_header_clients_do_not_stop_other_clients() {
 /// stops routing to a pod that is not ready.
 #[test]
 fn sigterm_under_load_fails_no_short_request() {
-    let dir = std::env::temp_dir().join(format!("cborgate-drain-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(
-        &conf,
-        "[server]\ngrace_period_seconds = 10\nshutdown_delay_seconds = 2\n",
-    )
-    .unwrap();
-    let mut h = Harness::start("legacy", &["--config", conf.to_str().unwrap()]);
+    let conf = config_file("[server]\ngrace_period_seconds = 10\nshutdown_delay_seconds = 2\n");
+    let mut h = Harness::start("legacy", &["--config", &conf]);
     let rt = client_runtime();
     let (proxy, admin, pid) = (h.proxy, h.admin, h.child.id());
     let term_at = Arc::new(std::sync::Mutex::new(None::<Instant>));

@@ -3,7 +3,7 @@
 //! it; what was learned holds per (verb, group, resource) for the TTL.
 
 use crate::support::bodies::{cbor, decode};
-use crate::support::harness::Harness;
+use crate::support::harness::{config_file, Harness};
 use crate::support::http::Conn;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -80,11 +80,8 @@ fn scenario(c: &mut Conn, base: &str, make: &dyn Fn(&str) -> Value, name: &str) 
 
 #[test]
 fn auto_against_legacy_replays_each_415_once_per_key() {
-    let dir = std::env::temp_dir().join(format!("cborgate-auto-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[upstream]\ncapability_ttl_seconds = 3\n").unwrap();
-    let h = Harness::start("auto", &["--config", conf.to_str().unwrap()]);
+    let conf = config_file("[upstream]\ncapability_ttl_seconds = 3\n");
+    let h = Harness::start("auto", &["--config", &conf]);
     let mut c = Conn::connect(h.proxy);
     let cm = |n: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"k": "v"}});
     let gadget = |n: &str| json!({"apiVersion": "corpus.example.com/v1", "kind": "Gadget", "metadata": {"name": n}, "spec": {"size": 1}});

@@ -2,7 +2,7 @@
 //! malformed JSON, makes the client's response end abnormally (no
 //! terminating chunk), never a well-formed but shortened stream.
 
-use crate::support::harness::{fake_upstream, Harness};
+use crate::support::harness::{config_file, fake_upstream, Harness};
 use crate::support::http::Conn;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -61,10 +61,7 @@ fn ends_cleanly(c: &mut Conn) -> bool {
 #[test]
 fn upstream_dying_mid_watch_ends_the_client_stream_abnormally() {
     let up = dying_upstream("application/json", b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}}\n{\"type\":\"ADDED\",\"obj");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -81,10 +78,7 @@ fn upstream_dying_mid_body_ends_the_client_response_abnormally() {
         "application/json",
         b"{\"kind\":\"ConfigMapList\",\"items\":[{\"metadata\":{\"name\":\"a\"}},",
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -98,10 +92,7 @@ fn upstream_dying_mid_body_ends_the_client_response_abnormally() {
 #[test]
 fn malformed_upstream_json_never_reaches_the_client_as_complete_cbor() {
     let up = dying_upstream("application/json", b"{\"kind\": nope}");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -179,19 +170,8 @@ fn watches_are_never_timed_out_waiting_for_headers() {
         let _ = w.write_all(ev);
         let _ = w.write_all(b"\r\n0\r\n\r\n");
     });
-    let dir = std::env::temp_dir().join(format!("cborgate-slowwatch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[upstream]\nresponse_header_timeout_seconds = 1\n").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(
-        &format!("http://{addr}"),
-        "legacy",
-        &["--config", conf.to_str().unwrap()],
-        rt,
-    );
+    let conf = config_file("[upstream]\nresponse_header_timeout_seconds = 1\n");
+    let h = Harness::proxy_to(&format!("http://{addr}"), "legacy", &["--config", &conf]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",

@@ -4,7 +4,7 @@
 //! group) per row of WIRE.md §1 and §4.
 
 use crate::support::bodies::{cbor, decode, decode_seq};
-use crate::support::harness::{eventually, Harness};
+use crate::support::harness::{config_file, eventually, Harness};
 use crate::support::http::{once, Conn, Resp};
 use serde_json::{json, Value};
 
@@ -531,10 +531,7 @@ fn status_400_for_malformed_cbor_and_413_for_big_bodies() {
 #[test]
 fn status_503_when_the_upstream_is_unreachable() {
     let port = crate::support::harness::free_port();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{port}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{port}"), "legacy", &[]);
     let r = once(h.proxy, "GET", CMS, &[("Accept", CBOR)], None);
     assert_eq!(r.status, 503);
     assert_eq!(r.header("retry-after"), Some("1"));
@@ -559,19 +556,8 @@ fn status_504_when_the_upstream_sends_no_headers_in_time() {
             held.push(s);
         }
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let dir = std::env::temp_dir().join(format!("cborgate-504-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[upstream]\nresponse_header_timeout_seconds = 1\n").unwrap();
-    let h = Harness::proxy_to(
-        &format!("http://{addr}"),
-        "legacy",
-        &["--config", conf.to_str().unwrap()],
-        rt,
-    );
+    let conf = config_file("[upstream]\nresponse_header_timeout_seconds = 1\n");
+    let h = Harness::proxy_to(&format!("http://{addr}"), "legacy", &["--config", &conf]);
     let t = std::time::Instant::now();
     let r = once(
         h.proxy,

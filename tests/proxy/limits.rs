@@ -2,7 +2,7 @@
 //! flight and long-running requests open (429 with `Retry-After`), each answered with a
 //! Kubernetes `Status` in the client's format, and each released when the request ends.
 
-use crate::support::harness::{eventually, fake_upstream_seeing, Harness};
+use crate::support::harness::{config_file, eventually, fake_upstream_seeing, Harness};
 use crate::support::http::{once, Conn};
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use serde_json::Value;
@@ -13,24 +13,6 @@ use std::time::{Duration, Instant};
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";
-
-fn config(body: &str) -> String {
-    let dir = std::env::temp_dir().join(format!(
-        "cborgate-limits-{}-{}",
-        std::process::id(),
-        body.len()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{:x}.toml", fxhash(body)));
-    std::fs::write(&path, body).unwrap();
-    path.to_string_lossy().into_owned()
-}
-
-fn fxhash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
-}
 
 /// A short GET that is admitted: a request sent the moment the previous
 /// response ended can still find that request's slot taken (it is given back
@@ -62,7 +44,7 @@ fn status_of(body: &[u8], content_type: &str) -> Value {
 
 #[test]
 fn a_request_head_over_max_header_bytes_gets_a_431_status() {
-    let conf = config("[server]\nmax_header_bytes = 8192\n");
+    let conf = config_file("[server]\nmax_header_bytes = 8192\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let big = "x".repeat(9000);
     let small = "x".repeat(6000);
@@ -101,7 +83,7 @@ fn a_request_head_over_max_header_bytes_gets_a_431_status() {
 
 #[test]
 fn a_max_header_bytes_over_pingoras_own_limit_is_a_configuration_error() {
-    let conf = config("[server]\nmax_header_bytes = 2000000\n");
+    let conf = config_file("[server]\nmax_header_bytes = 2000000\n");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cborgate"))
         .args(["serve", "--config", &conf])
         .output()
@@ -137,16 +119,8 @@ fn slow_upstream(delay: Duration) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
 #[test]
 fn short_requests_over_max_requests_inflight_get_429_with_retry_after() {
     let (slow, arrived) = slow_upstream(Duration::from_millis(1500));
-    let conf = config("[server]\nmax_requests_inflight = 2\n");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(
-        &format!("http://{slow}"),
-        "legacy",
-        &["--config", &conf],
-        rt,
-    );
+    let conf = config_file("[server]\nmax_requests_inflight = 2\n");
+    let h = Harness::proxy_to(&format!("http://{slow}"), "legacy", &["--config", &conf]);
     let proxy = h.proxy;
     let busy: Vec<_> = (0..2)
         .map(|_| {
@@ -179,7 +153,7 @@ fn short_requests_over_max_requests_inflight_get_429_with_retry_after() {
 
 #[test]
 fn long_running_requests_have_their_own_limit() {
-    let conf = config("[server]\nmax_requests_inflight = 1\nmax_long_running_requests = 2\n");
+    let conf = config_file("[server]\nmax_requests_inflight = 1\nmax_long_running_requests = 2\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let watch = |h: &Harness| {
         let mut c = Conn::connect(h.proxy);
@@ -210,7 +184,7 @@ fn long_running_requests_have_their_own_limit() {
 
 #[test]
 fn an_idle_keep_alive_connection_is_closed_after_idle_timeout_seconds() {
-    let conf = config("[server]\nidle_timeout_seconds = 1\n");
+    let conf = config_file("[server]\nidle_timeout_seconds = 1\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let mut c = Conn::connect(h.proxy);
     let r = c.request("GET", CM, &[("Accept", "application/cbor")], None);
@@ -232,7 +206,7 @@ fn an_idle_keep_alive_connection_is_closed_after_idle_timeout_seconds() {
 
 #[test]
 fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_timeout_seconds() {
-    let conf = config("[server]\nrequest_read_timeout_seconds = 1\n");
+    let conf = config_file("[server]\nrequest_read_timeout_seconds = 1\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
     s.write_all(b"GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nX-Sl")
@@ -256,7 +230,7 @@ fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_t
 /// connection closed, about a second after the body stops coming (not pingora's 60 s).
 #[test]
 fn a_client_that_stalls_in_its_request_body_is_cut_off_after_request_read_timeout_seconds() {
-    let conf = config("[server]\nrequest_read_timeout_seconds = 1\n");
+    let conf = config_file("[server]\nrequest_read_timeout_seconds = 1\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
     s.write_all(

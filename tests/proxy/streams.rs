@@ -3,7 +3,7 @@
 //! SIGTERM while requests are in flight. Loopback only, bounded in time.
 
 use crate::support::harness::{
-    eventually, fake_upstream, fake_upstream_seeing, rss_kib, wait_exit, Harness,
+    config_file, eventually, fake_upstream, fake_upstream_seeing, rss_kib, wait_exit, Harness,
 };
 use crate::support::http::{once, Conn};
 use cborgate::codec::{
@@ -266,10 +266,7 @@ fn big_list_upstream(pods: usize) -> SocketAddr {
 fn a_200_mib_list_streams_in_bounded_memory() {
     let pods = 35_000; // about 6.2 KB each: > 200 MiB of JSON
     let upstream = big_list_upstream(pods);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[]);
     let pid = h.child.id();
     let mut c = Conn::connect(h.proxy);
     c.send(
@@ -395,21 +392,11 @@ fn sigterm_lets_short_requests_finish_ends_watches_and_exits_0() {
         );
         let _ = w.write_all(body);
     });
-    let dir = std::env::temp_dir().join(format!("cborgate-term-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[server]\ngrace_period_seconds = 5\n").unwrap();
-    let h = Harness::start("legacy", &["--config", conf.to_str().unwrap()]);
+    let conf = config_file("[server]\ngrace_period_seconds = 5\n");
+    let h = Harness::start("legacy", &["--config", &conf]);
     // A second proxy in front of the slow upstream carries the slow request.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let mut slow_proxy = Harness::proxy_to(
-        &format!("http://{slow}"),
-        "legacy",
-        &["--config", conf.to_str().unwrap()],
-        rt,
-    );
+    let mut slow_proxy =
+        Harness::proxy_to(&format!("http://{slow}"), "legacy", &["--config", &conf]);
     let mut w = open_watch(&h, "timeoutSeconds=600");
     let slow_addr = slow_proxy.proxy;
     let slow_req = std::thread::spawn(move || {

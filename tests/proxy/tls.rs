@@ -254,9 +254,6 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     let base = Harness::start("legacy", &[]);
     let (tls_addr, seen) = tls_upstream(&p, base.upstream, &base.rt);
     let url = format!("https://localhost:{}", tls_addr.port());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let h = Harness::proxy_to(
         &url,
         "legacy",
@@ -268,7 +265,6 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
             "--upstream-client-key",
             &path(&p.dir, "client.key"),
         ],
-        rt,
     );
     let r = crate::support::http::once(
         h.proxy,
@@ -291,15 +287,7 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     assert_eq!(up.header("authorization"), Some("Bearer abc"));
 
     // Without the client certificate the upstream refuses the handshake: 503.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(
-        &url,
-        "legacy",
-        &["--upstream-ca", &path(&p.dir, "ca.pem")],
-        rt,
-    );
+    let h = Harness::proxy_to(&url, "legacy", &["--upstream-ca", &path(&p.dir, "ca.pem")]);
     let r = crate::support::http::once(
         h.proxy,
         "GET",
@@ -310,9 +298,6 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     assert_eq!(r.status, 503);
     // And with an unknown CA, verification fails: 503 too.
     let other = pki("other");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let h = Harness::proxy_to(
         &url,
         "legacy",
@@ -324,7 +309,6 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
             "--upstream-client-key",
             &path(&p.dir, "client.key"),
         ],
-        rt,
     );
     let r = crate::support::http::once(
         h.proxy,
@@ -482,9 +466,6 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
     std::fs::create_dir_all(&dir).unwrap();
     let ca = dir.join("ca.pem");
     std::fs::copy(wrong.dir.join("ca.pem"), &ca).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let h = Harness::proxy_to(
         &format!("https://localhost:{}", tls_addr.port()),
         "legacy",
@@ -496,7 +477,6 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
             "--upstream-client-key",
             &path(&p.dir, "client.key"),
         ],
-        rt,
     );
     let get = |h: &Harness| {
         crate::support::http::once(
@@ -509,13 +489,14 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
         .status
     };
     let ready = |h: &Harness| crate::support::http::once(h.admin, "GET", "/readyz", &[], None);
-    // The wrong CA: TCP connects, the handshake fails, so /readyz says so.
+    // The wrong CA: TCP connects, the handshake fails, so /readyz says so. Polled for
+    // the reason too: before the first probe /readyz is a 503 as well ("the upstream
+    // has not been probed yet"), which once made this test fail.
     eventually(10, "/readyz 503 with the wrong CA", || {
-        ready(&h).status == 503
+        let r = ready(&h);
+        r.status == 503 && String::from_utf8_lossy(&r.body).contains("cannot connect")
     });
     assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
-    let why = String::from_utf8_lossy(&ready(&h).body).to_string();
-    assert!(why.contains("cannot connect"), "{why}");
     assert_eq!(get(&h), 503);
     // The right CA arrives on disk (written aside, then renamed over the old one).
     let tmp = dir.join("ca.pem.tmp");

@@ -94,6 +94,18 @@ pub fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
     poll(within, || child.try_wait().ok().flatten()).and_then(|s| s.code())
 }
 
+/// A new config file holding `body`, in a directory of this test process; its path.
+/// Never the same file twice, so tests running at once cannot rewrite each other's.
+pub fn config_file(body: &str) -> String {
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("cborgate-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{n}.toml"));
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 /// A `/proc/PID/status` field in KiB (`VmRSS:`, `VmHWM:`).
 pub fn rss_kib(pid: u32, field: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -138,8 +150,11 @@ impl Harness {
         h
     }
 
-    /// `cborgate serve` in front of any upstream URL.
-    pub fn proxy_to(url: &str, mode: &str, extra: &[&str], rt: tokio::runtime::Runtime) -> Harness {
+    /// `cborgate serve` in front of any upstream URL (a fake upstream, or none).
+    pub fn proxy_to(url: &str, mode: &str, extra: &[&str]) -> Harness {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         Self::spawn(url, mode, extra, rt, &[], false)
     }
 
