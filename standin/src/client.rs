@@ -215,56 +215,84 @@ impl Conn {
         self.w.write_all(bytes).expect("write");
     }
 
-    fn line(&mut self, what: &str) -> String {
+    fn line(&mut self, what: &str) -> io::Result<String> {
         let mut l = String::new();
-        match self.r.read_line(&mut l) {
-            Ok(0) => panic!("{}", closed(what)),
-            Ok(_) => l,
-            Err(e) => panic!("reading {what}: {e}"),
+        match self.r.read_line(&mut l)? {
+            0 => Err(closed(what)),
+            _ => Ok(l),
+        }
+    }
+
+    /// [`Conn::head`], returning the error instead of failing the test.
+    pub fn try_head(&mut self) -> io::Result<Head> {
+        let status = status_line(&self.line("before a response")?)?;
+        let mut headers = Vec::new();
+        loop {
+            let l = self.line("in a response head")?;
+            let l = l.trim_end();
+            if l.is_empty() {
+                return Ok(Head { status, headers });
+            }
+            headers.push(header_line(l)?);
         }
     }
 
     pub fn head(&mut self) -> Head {
-        let line = self.line("before a response");
-        let status = status_line(&line).unwrap();
-        let mut headers = Vec::new();
-        loop {
-            let l = self.line("in a response head");
-            let l = l.trim_end();
-            if l.is_empty() {
-                return Head { status, headers };
-            }
-            headers.push(header_line(l).unwrap());
+        self.try_head().expect("a response head")
+    }
+
+    /// [`Conn::chunk`], returning the error instead of failing the test.
+    pub fn try_chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let size = chunk_size(&self.line("inside a chunked body")?)?;
+        let mut data = vec![0; size + 2];
+        self.r.read_exact(&mut data)?;
+        if &data[size..] != b"\r\n" {
+            return Err(bad("chunk not followed by CRLF".into()));
         }
+        data.truncate(size);
+        Ok((size > 0).then_some(data))
     }
 
     /// One chunk of a chunked body; `None` at the terminating chunk.
     pub fn chunk(&mut self) -> Option<Vec<u8>> {
-        let size = chunk_size(&self.line("inside a chunked body")).unwrap();
-        let mut data = vec![0; size + 2];
-        self.r.read_exact(&mut data).expect("a chunk");
-        assert_eq!(&data[size..], b"\r\n", "chunk not followed by CRLF");
-        data.truncate(size);
-        (size > 0).then_some(data)
+        self.try_chunk().expect("a chunk")
+    }
+
+    /// [`Conn::body`], returning the error instead of failing the test.
+    pub fn try_body(&mut self, head: &Head, method: &str) -> io::Result<(Vec<u8>, bool)> {
+        match head.framing(method)? {
+            Framing::None => Ok((Vec::new(), false)),
+            Framing::Chunked => {
+                let mut body = Vec::new();
+                while let Some(c) = self.try_chunk()? {
+                    body.extend(c);
+                }
+                Ok((body, true))
+            }
+            Framing::Length(n) => {
+                let mut body = vec![0; n];
+                self.r.read_exact(&mut body)?;
+                Ok((body, false))
+            }
+        }
     }
 
     /// The body after `head` (for a request with `method`), and whether it came chunked.
     pub fn body(&mut self, head: &Head, method: &str) -> (Vec<u8>, bool) {
-        match head.framing(method).unwrap() {
-            Framing::None => (Vec::new(), false),
-            Framing::Chunked => {
-                let mut body = Vec::new();
-                while let Some(c) = self.chunk() {
-                    body.extend(c);
-                }
-                (body, true)
-            }
-            Framing::Length(n) => {
-                let mut body = vec![0; n];
-                self.r.read_exact(&mut body).expect("a body");
-                (body, false)
-            }
-        }
+        self.try_body(head, method).expect("a response body")
+    }
+
+    /// The next whole response to a request with `method`, or the error that cut it
+    /// short (for tests of responses that must end abnormally).
+    pub fn try_response(&mut self, method: &str) -> io::Result<Resp> {
+        let head = self.try_head()?;
+        let (body, chunked) = self.try_body(&head, method)?;
+        Ok(Resp {
+            status: head.status,
+            headers: head.headers,
+            body,
+            chunked,
+        })
     }
 
     pub fn request(
@@ -275,14 +303,7 @@ impl Conn {
         body: Option<&[u8]>,
     ) -> Resp {
         self.send(method, path, headers, body);
-        let head = self.head();
-        let (body, chunked) = self.body(&head, method);
-        Resp {
-            status: head.status,
-            headers: head.headers,
-            body,
-            chunked,
-        }
+        self.try_response(method).expect("a response")
     }
 
     /// True if the server has closed the connection: a read returns EOF within 200 ms.
@@ -299,11 +320,6 @@ impl Conn {
     /// Raw bytes from the socket; 0 when closed or failed.
     pub fn raw_read(&mut self, buf: &mut [u8]) -> usize {
         self.r.read(buf).unwrap_or(0)
-    }
-
-    /// One raw line (0 at EOF or on error).
-    pub fn read_line(&mut self, s: &mut String) -> usize {
-        self.r.read_line(s).unwrap_or(0)
     }
 
     /// Exactly `buf.len()` bytes; false at EOF or on error.

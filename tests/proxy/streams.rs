@@ -10,7 +10,7 @@ use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCborOptions,
 };
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -87,18 +87,15 @@ fn a_watch_of_10000_events_arrives_complete_and_in_order() {
     let rv = h.standin().resource_version();
     let mut w = open_watch(&h, &format!("resourceVersion={rv}"));
     // The same events, read directly from the upstream as JSON.
-    let mut direct = TcpStream::connect(h.upstream).unwrap();
-    write!(direct, "GET {CMS}?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n").unwrap();
+    let mut direct = Conn::connect(h.upstream);
+    direct.send(
+        "GET",
+        &format!("{CMS}?watch=1&resourceVersion={rv}"),
+        &[("Accept", "application/json")],
+        None,
+    );
     h.standin().emit_configmaps("load", 10_000);
-    let mut direct = BufReader::new(direct);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        direct.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            break;
-        }
-    }
+    assert_eq!(direct.head().status, 200);
     let mut n = 0;
     let mut last_rv = 0u64;
     while n < 10_000 {
@@ -108,9 +105,9 @@ fn a_watch_of_10000_events_arrives_complete_and_in_order() {
         }
         // Next JSON event from the direct stream (chunked; one event per line).
         let theirs = loop {
-            line.clear();
-            direct.read_line(&mut line).unwrap();
-            let t = line.trim();
+            let chunk = direct.chunk().expect("the direct stream ended early");
+            let t = String::from_utf8(chunk).unwrap();
+            let t = t.trim();
             if t.starts_with('{') {
                 let v: Value = serde_json::from_str(t).unwrap();
                 if v["type"] != "BOOKMARK" {
@@ -322,30 +319,21 @@ fn websocket_and_spdy_upgrades_carry_bytes_both_ways() {
             vec![("X-Stream-Protocol-Version", "v4.channel.k8s.io")],
         ),
     ] {
-        let mut s = TcpStream::connect(h.proxy).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut req = format!("POST /api/v1/namespaces/demo/pods/pod-demo/exec?command=sh&stdin=true HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: {proto}\r\n");
-        for (k, v) in &extra {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        let mut status = String::new();
-        r.read_line(&mut status).unwrap();
-        assert!(status.starts_with("HTTP/1.1 101"), "{proto}: {status}");
-        loop {
-            let mut l = String::new();
-            r.read_line(&mut l).unwrap();
-            if l == "\r\n" {
-                break;
-            }
-        }
+        let mut c = Conn::connect(h.proxy);
+        let mut headers = vec![("Connection", "Upgrade"), ("Upgrade", proto)];
+        headers.extend(extra.iter().copied());
+        c.send(
+            "POST",
+            "/api/v1/namespaces/demo/pods/pod-demo/exec?command=sh&stdin=true",
+            &headers,
+            None,
+        );
+        assert_eq!(c.head().status, 101, "{proto}");
         for round in 0..3 {
             let msg = format!("{proto} round {round} \u{0}\u{1}\u{ff} bytes");
-            s.write_all(msg.as_bytes()).unwrap();
+            c.write(msg.as_bytes());
             let mut got = vec![0; msg.len()];
-            r.read_exact(&mut got).unwrap();
+            assert!(c.read_exact(&mut got), "{proto}: closed before the echo");
             assert_eq!(got, msg.as_bytes(), "{proto} echo");
         }
         let label = if proto == "websocket" {
@@ -357,8 +345,7 @@ fn websocket_and_spdy_upgrades_carry_bytes_both_ways() {
             h.metric("cborgate_upgrades_active", &[("protocol", label)]),
             1.0
         );
-        drop(r);
-        drop(s);
+        drop(c);
         eventually(5, "the upgrade gauge back at 0", || {
             h.metric("cborgate_upgrades_active", &[("protocol", label)]) == 0.0
         });
