@@ -22,6 +22,29 @@ const REQUEST_BUCKETS: &[f64] = &[
     0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
+/// The name of every cborgate family, in definition order: what `/metrics` lists from
+/// start-up. Public so the end-to-end tests check the running binary against the same
+/// list (a unit test below holds it equal to the families [`Metrics`] defines).
+pub const FAMILIES: &[&str] = &[
+    "cborgate_requests_total",
+    "cborgate_request_duration_seconds",
+    "cborgate_codec_duration_seconds",
+    "cborgate_codec_bytes_total",
+    "cborgate_fallbacks_total",
+    "cborgate_unsupported_media_type_total",
+    "cborgate_not_acceptable_total",
+    "cborgate_transcode_errors_total",
+    "cborgate_watch_streams_active",
+    "cborgate_watch_events_total",
+    "cborgate_upgrades_active",
+    "cborgate_build_info",
+    "cborgate_client_errors_total",
+    "cborgate_upstream_resolve_failures_total",
+    "cborgate_upstream_ready",
+    "cborgate_reloads_total",
+    "cborgate_panics_total",
+];
+
 pub struct Metrics {
     registry: Registry,
     /// (name, type, help) of every family, for the HELP/TYPE lines.
@@ -343,25 +366,9 @@ mod tests {
     #[test]
     fn every_family_is_listed_from_start_up() {
         let text = metrics().render();
-        for name in [
-            "cborgate_requests_total",
-            "cborgate_request_duration_seconds",
-            "cborgate_codec_duration_seconds",
-            "cborgate_codec_bytes_total",
-            "cborgate_fallbacks_total",
-            "cborgate_unsupported_media_type_total",
-            "cborgate_not_acceptable_total",
-            "cborgate_transcode_errors_total",
-            "cborgate_watch_streams_active",
-            "cborgate_watch_events_total",
-            "cborgate_upgrades_active",
-            "cborgate_build_info",
-            "cborgate_client_errors_total",
-            "cborgate_upstream_resolve_failures_total",
-            "cborgate_upstream_ready",
-            "cborgate_reloads_total",
-            "cborgate_panics_total",
-        ] {
+        let defined: Vec<&str> = metrics().families.iter().map(|f| f.0).collect();
+        assert_eq!(defined, FAMILIES, "FAMILIES lists every family, in order");
+        for name in FAMILIES {
             assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing");
             assert!(
                 text.contains(&format!("# HELP {name} ")),

@@ -113,6 +113,7 @@ fn serve_fails(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
             let _ = child.wait();
             break None;
         }
+        // Polling the exit (bounded above), not a fixed wait.
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut err = String::new();

@@ -5,7 +5,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use support::harness::free_port;
+use support::harness::{eventually, free_port};
 
 /// Kills the demo even when an assertion fails.
 struct KillOnDrop(std::process::Child);
@@ -48,13 +48,9 @@ fn demo_prints_lines_that_work_as_printed() {
         }
         lines.push(l.trim_end().to_string());
     }
-    // Wait until the proxy listens.
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(proxy).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
+    eventually(10, "the demo's proxy listening", || {
+        std::net::TcpStream::connect(proxy).is_ok()
+    });
     let commands: Vec<&String> = lines
         .iter()
         .filter(|l| l.trim_start().starts_with("curl ") || l.trim_start().starts_with("echo "))

@@ -11,7 +11,8 @@
 //! selectors), `patch`, `table` (Table/PartialObjectMetadata), `watch`, `upgrade`,
 //! `status`, `json` (Go-identical JSON text), `cbor` (CBOR bodies and events, keys
 //! shuffled like the real server's), `cbor_decode` (CBOR request bodies, read with
-//! minicbor by Kubernetes' decoder rules), `seed`, `util`.
+//! minicbor by Kubernetes' decoder rules), `seed`, `util`; `client` (public: the
+//! HTTP/1.1 client every test suite and the load harness share).
 //!
 //! A crate of its own (`cborgate-standin`), independent of cborgate: it is the
 //! server cborgate's tests put behind the proxy, and the CBOR-enabled server its
@@ -29,6 +30,7 @@
 mod api;
 mod cbor;
 mod cbor_decode;
+pub mod client;
 mod http;
 mod json;
 mod negotiation;
@@ -52,6 +54,10 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
+
+/// Standard base64 with padding, public for cborgate's test oracles (one encoder,
+/// independent of cborgate's codec, for the stand-in and the tests).
+pub use util::base64_std;
 
 use api::{Plan, Shared};
 use http::{BodyKind, Conn, ReadError, RequestHead, Response};

@@ -14,6 +14,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
+use crate::client::{request_bytes, AsyncConn, Head, Resp};
+
 use super::{StandIn, StandInOptions};
 
 #[path = "tests_cbor.rs"]
@@ -45,181 +47,42 @@ fn corpus(rel: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-#[derive(Debug)]
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+/// The stand-in's tests speak through the shared client, reads bounded by 10 s.
+type Client = AsyncConn;
+
+async fn connect(addr: SocketAddr) -> Client {
+    AsyncConn::connect(addr)
+        .await
+        .expect("connect")
+        .with_read_timeout(Duration::from_secs(10))
 }
 
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
-    }
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// A raw HTTP/1.1 client over one connection.
-struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
+/// A request as the recording harness sent it: `Host: standin`, and its
+/// User-Agent unless `headers` name one (the stand-in keeps it in managedFields).
 fn request(method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Vec<u8> {
-    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: standin\r\n");
+    let mut all = vec![("Host", "standin")];
     if !headers
         .iter()
         .any(|(k, _)| k.eq_ignore_ascii_case("user-agent"))
     {
-        out.push_str(&format!("User-Agent: {UA}\r\n"));
+        all.push(("User-Agent", UA));
     }
-    for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    let chunked = headers
-        .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("transfer-encoding"));
-    if let Some(b) = body {
-        if !chunked {
-            out.push_str(&format!("Content-Length: {}\r\n", b.len()));
-        }
-    }
-    out.push_str("\r\n");
-    let mut out = out.into_bytes();
-    if let Some(b) = body {
-        out.extend_from_slice(b);
-    }
-    out
+    all.extend_from_slice(headers);
+    request_bytes(method, path, &all, body)
 }
 
-impl Client {
-    async fn connect(addr: SocketAddr) -> Client {
-        Client {
-            stream: TcpStream::connect(addr).await.expect("connect"),
-            buf: Vec::new(),
-        }
-    }
-
-    async fn send(&mut self, raw: &[u8]) {
-        self.stream.write_all(raw).await.expect("write");
-    }
-
-    async fn fill(&mut self) -> usize {
-        self.buf.reserve(65536);
-        timeout(Duration::from_secs(10), self.stream.read_buf(&mut self.buf))
-            .await
-            .expect("read timed out")
-            .unwrap_or(0)
-    }
-
-    async fn read_head(&mut self) -> (u16, Vec<(String, String)>) {
-        loop {
-            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head: Vec<u8> = self.buf.drain(..i + 4).collect();
-                let text = String::from_utf8(head).expect("utf-8 head");
-                let mut lines = text.split("\r\n");
-                let status_line = lines.next().unwrap();
-                let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
-                let headers = lines
-                    .filter(|l| !l.is_empty())
-                    .map(|l| {
-                        let (k, v) = l.split_once(": ").expect("header");
-                        (k.to_string(), v.to_string())
-                    })
-                    .collect();
-                return (status, headers);
-            }
-            assert!(
-                self.fill().await > 0,
-                "connection closed before a response head"
-            );
-        }
-    }
-
-    async fn read_line(&mut self) -> Option<String> {
-        loop {
-            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
-                let line: Vec<u8> = self.buf.drain(..i + 2).collect();
-                return Some(String::from_utf8_lossy(&line[..i]).into_owned());
-            }
-            if self.fill().await == 0 {
-                return None;
-            }
-        }
-    }
-
-    async fn read_exact(&mut self, n: usize) -> Vec<u8> {
-        while self.buf.len() < n {
-            assert!(self.fill().await > 0, "connection closed in a body");
-        }
-        self.buf.drain(..n).collect()
-    }
-
-    /// The next chunk of a chunked body; `None` after the last one.
-    async fn read_chunk(&mut self) -> Option<Vec<u8>> {
-        let line = self.read_line().await?;
-        let size = usize::from_str_radix(line.trim(), 16).expect("chunk size");
-        if size == 0 {
-            let _ = self.read_line().await;
-            return None;
-        }
-        let data = self.read_exact(size).await;
-        let _ = self.read_exact(2).await;
-        Some(data)
-    }
-
-    async fn read_response(&mut self) -> Resp {
-        let (status, headers) = self.read_head().await;
-        let mut r = Resp {
-            status,
-            headers,
-            body: Vec::new(),
-        };
-        if r.header("transfer-encoding") == Some("chunked") {
-            while let Some(c) = self.read_chunk().await {
-                r.body.extend_from_slice(&c);
-            }
-        } else {
-            let n: usize = r.header("content-length").unwrap_or("0").parse().unwrap();
-            r.body = self.read_exact(n).await;
-        }
-        r
-    }
-
-    async fn call(
-        &mut self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> Resp {
-        self.send(&request(method, path, headers, body)).await;
-        self.read_response().await
-    }
-
-    /// Reads until the server closes the connection.
-    async fn closed(&mut self) -> bool {
-        matches!(
-            timeout(Duration::from_secs(5), async {
-                loop {
-                    if self.fill().await == 0 {
-                        return;
-                    }
-                }
-            })
-            .await,
-            Ok(())
-        )
-    }
+/// One request and its whole response on `c`.
+async fn call_on(
+    c: &mut Client,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Resp {
+    c.write(&request(method, path, headers, body))
+        .await
+        .expect("write");
+    c.response_to(method).await.expect("a response")
 }
 
 async fn start() -> StandIn {
@@ -239,10 +102,7 @@ async fn call(
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
 ) -> Resp {
-    Client::connect(s.addr())
-        .await
-        .call(method, path, headers, body)
-        .await
+    call_on(&mut connect(s.addr()).await, method, path, headers, body).await
 }
 
 const JSON_CT: (&str, &str) = ("Content-Type", "application/json");
@@ -537,11 +397,11 @@ async fn recorded_objects_have_the_recorded_shape() {
 #[tokio::test]
 async fn crud_flow_with_conflicts_and_not_found() {
     let s = start().await;
-    let mut c = Client::connect(s.addr()).await;
+    let mut c = connect(s.addr()).await;
     let base = "/api/v1/namespaces/demo/configmaps";
     let body =
         br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"crud"},"data":{"a":"1"}}"#;
-    let r = c.call("POST", base, &[JSON_CT], Some(body)).await;
+    let r = call_on(&mut c, "POST", base, &[JSON_CT], Some(body)).await;
     assert_eq!(r.status, 201);
     let v = r.json();
     let rv1 = v["metadata"]["resourceVersion"]
@@ -551,7 +411,7 @@ async fn crud_flow_with_conflicts_and_not_found() {
     assert_eq!(v["metadata"]["uid"].as_str().unwrap().len(), 36);
     assert!(r.text().starts_with("{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"crud\",\"namespace\":\"demo\",\"uid\":"));
 
-    let r = c.call("POST", base, &[JSON_CT], Some(body)).await;
+    let r = call_on(&mut c, "POST", base, &[JSON_CT], Some(body)).await;
     assert_eq!(r.status, 409);
     assert_eq!(
         r.text(),
@@ -562,189 +422,196 @@ async fn crud_flow_with_conflicts_and_not_found() {
     let upd = format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"crud","resourceVersion":"{rv1}"}},"data":{{"a":"2"}}}}"#
     );
-    let r = c
-        .call(
-            "PUT",
-            &format!("{base}/crud"),
-            &[JSON_CT],
-            Some(upd.as_bytes()),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PUT",
+        &format!("{base}/crud"),
+        &[JSON_CT],
+        Some(upd.as_bytes()),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let rv2 = r.json()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
     assert!(rv2.parse::<u64>().unwrap() > rv1.parse::<u64>().unwrap());
-    let r = c
-        .call(
-            "PUT",
-            &format!("{base}/crud"),
-            &[JSON_CT],
-            Some(upd.as_bytes()),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PUT",
+        &format!("{base}/crud"),
+        &[JSON_CT],
+        Some(upd.as_bytes()),
+    )
+    .await;
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["reason"], "Conflict");
     assert_eq!(
         r.json()["message"],
         "Operation cannot be fulfilled on configmaps \"crud\": the object has been modified; please apply your changes to the latest version and try again"
     );
-    let r = c
-        .call(
-            "PUT",
-            &format!("{base}/missing"),
-            &[JSON_CT],
-            Some(br#"{"metadata":{"name":"missing"}}"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PUT",
+        &format!("{base}/missing"),
+        &[JSON_CT],
+        Some(br#"{"metadata":{"name":"missing"}}"#),
+    )
+    .await;
     assert_eq!(r.status, 404);
 
     // Patches.
-    let r = c
-        .call(
-            "PATCH",
-            &format!("{base}/crud"),
-            &[("Content-Type", "application/merge-patch+json")],
-            Some(br#"{"data":{"b":"3","a":null}}"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/crud"),
+        &[("Content-Type", "application/merge-patch+json")],
+        Some(br#"{"data":{"b":"3","a":null}}"#),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["data"], json!({"b": "3"}));
-    let r = c
-        .call(
-            "PATCH",
-            &format!("{base}/crud"),
-            &[("Content-Type", "application/strategic-merge-patch+json")],
-            Some(br#"{"metadata":{"labels":{"x":"y"}}}"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/crud"),
+        &[("Content-Type", "application/strategic-merge-patch+json")],
+        Some(br#"{"metadata":{"labels":{"x":"y"}}}"#),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["metadata"]["labels"], json!({"x": "y"}));
-    let r = c
-        .call(
+    let r = call_on(&mut c,
             "PATCH",
             &format!("{base}/crud"),
             &[("Content-Type", "application/json-patch+json")],
             Some(br#"[{"op":"add","path":"/data/c","value":"4"},{"op":"replace","path":"/data/b","value":"5"},{"op":"remove","path":"/metadata/labels"}]"#),
-        )
-        .await;
+        ).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["data"], json!({"b": "5", "c": "4"}));
     assert!(r.json()["metadata"].get("labels").is_none());
-    let r = c
-        .call(
-            "PATCH",
-            &format!("{base}/crud"),
-            &[("Content-Type", "application/json-patch+json")],
-            Some(br#"[{"op":"replace","path":"/data/zzz","value":"4"}]"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/crud"),
+        &[("Content-Type", "application/json-patch+json")],
+        Some(br#"[{"op":"replace","path":"/data/zzz","value":"4"}]"#),
+    )
+    .await;
     assert_eq!(r.status, 422);
-    let r = c
-        .call(
-            "PATCH",
-            &format!("{base}/nope"),
-            &[("Content-Type", "application/merge-patch+json")],
-            Some(b"{}"),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/nope"),
+        &[("Content-Type", "application/merge-patch+json")],
+        Some(b"{}"),
+    )
+    .await;
     assert_eq!(r.status, 404);
 
     // Server-side apply: required field manager, create-if-missing, then merge.
     let apply = ("Content-Type", "application/apply-patch+yaml");
     let doc =
         br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"applied"},"data":{"k":"v"}}"#;
-    let r = c
-        .call("PATCH", &format!("{base}/applied"), &[apply], Some(doc))
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/applied"),
+        &[apply],
+        Some(doc),
+    )
+    .await;
     assert_eq!(r.status, 422);
     assert_eq!(r.json()["details"]["causes"][0]["field"], "fieldManager");
-    let r = c
-        .call(
-            "PATCH",
-            &format!("{base}/applied?fieldManager=me"),
-            &[apply],
-            Some(doc),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/applied?fieldManager=me"),
+        &[apply],
+        Some(doc),
+    )
+    .await;
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(
         r.json()["metadata"]["managedFields"][0]["operation"],
         "Apply"
     );
     let doc2 = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"applied"},"data":{"k2":"v2"}}"#;
-    let r = c
-        .call(
-            "PATCH",
-            &format!("{base}/applied?fieldManager=me"),
-            &[apply],
-            Some(doc2),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "PATCH",
+        &format!("{base}/applied?fieldManager=me"),
+        &[apply],
+        Some(doc2),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["data"], json!({"k": "v", "k2": "v2"}));
 
     // Delete answers a Success Status with details (b-delete-cbor, decoded).
-    let uid = c
-        .call("GET", &format!("{base}/crud"), &[], None)
+    let uid = call_on(&mut c, "GET", &format!("{base}/crud"), &[], None)
         .await
         .json()["metadata"]["uid"]
         .clone();
-    let r = c.call("DELETE", &format!("{base}/crud"), &[], None).await;
+    let r = call_on(&mut c, "DELETE", &format!("{base}/crud"), &[], None).await;
     assert_eq!(r.status, 200);
     assert_eq!(
         r.text(),
         format!("{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Success\",\"details\":{{\"name\":\"crud\",\"kind\":\"configmaps\",\"uid\":{uid}}}}}\n")
     );
-    let r = c.call("GET", &format!("{base}/crud"), &[], None).await;
+    let r = call_on(&mut c, "GET", &format!("{base}/crud"), &[], None).await;
     assert_eq!(r.status, 404);
-    let r = c.call("DELETE", &format!("{base}/crud"), &[], None).await;
+    let r = call_on(&mut c, "DELETE", &format!("{base}/crud"), &[], None).await;
     assert_eq!(r.status, 404);
 
     // Creating into a namespace that does not exist.
-    let r = c
-        .call(
-            "POST",
-            "/api/v1/namespaces/nowhere/configmaps",
-            &[JSON_CT],
-            Some(body),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        "/api/v1/namespaces/nowhere/configmaps",
+        &[JSON_CT],
+        Some(body),
+    )
+    .await;
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["message"], "namespaces \"nowhere\" not found");
     // Invalid names and malformed bodies.
-    let r = c
-        .call(
-            "POST",
-            base,
-            &[JSON_CT],
-            Some(br#"{"metadata":{"name":"Bad_Name"}}"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        base,
+        &[JSON_CT],
+        Some(br#"{"metadata":{"name":"Bad_Name"}}"#),
+    )
+    .await;
     assert_eq!(
         (r.status, r.json()["reason"].as_str()),
         (422, Some("Invalid"))
     );
-    let r = c.call("POST", base, &[JSON_CT], Some(b"{not json")).await;
+    let r = call_on(&mut c, "POST", base, &[JSON_CT], Some(b"{not json")).await;
     assert_eq!(
         (r.status, r.json()["reason"].as_str()),
         (400, Some("BadRequest"))
     );
-    let r = c.call("POST", base, &[JSON_CT], Some(b"[1,2]")).await;
+    let r = call_on(&mut c, "POST", base, &[JSON_CT], Some(b"[1,2]")).await;
     assert_eq!(r.status, 400);
-    let r = c
-        .call("POST", base, &[JSON_CT], Some(br#"{"kind":"Secret"}"#))
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        base,
+        &[JSON_CT],
+        Some(br#"{"kind":"Secret"}"#),
+    )
+    .await;
     assert_eq!(r.status, 400);
-    let r = c
-        .call(
-            "POST",
-            base,
-            &[JSON_CT],
-            Some(br#"{"metadata":{"generateName":"gen-"}}"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        base,
+        &[JSON_CT],
+        Some(br#"{"metadata":{"generateName":"gen-"}}"#),
+    )
+    .await;
     assert_eq!(r.status, 201);
     assert!(r.json()["metadata"]["name"]
         .as_str()
@@ -1226,7 +1093,7 @@ async fn discovery_version_and_health() {
 }
 
 async fn next_event(c: &mut Client) -> Value {
-    let chunk = c.read_chunk().await.expect("an event");
+    let chunk = c.chunk().await.unwrap().expect("an event");
     assert_eq!(chunk.last(), Some(&b'\n'));
     serde_json::from_slice(&chunk).unwrap()
 }
@@ -1238,21 +1105,16 @@ async fn watch_initial_events_bookmarks_and_live_changes() {
         ..Default::default()
     })
     .await;
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         "/api/v1/namespaces/demo/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2",
         &[("Accept", "application/json")],
         None,
-    ))
-    .await;
-    let (status, headers) = w.read_head().await;
+    )).await.unwrap();
+    let Head { status, headers } = w.head().await.unwrap();
     assert_eq!(status, 200);
-    let resp = Resp {
-        status,
-        headers,
-        body: Vec::new(),
-    };
+    let resp = Resp::from(Head { status, headers });
     assert_apiserver_headers(&resp, "application/json");
     assert_eq!(resp.header("transfer-encoding"), Some("chunked"));
     let a = next_event(&mut w).await;
@@ -1301,21 +1163,21 @@ async fn watch_initial_events_bookmarks_and_live_changes() {
         ev["object"]["metadata"]["resourceVersion"]
     );
     let mut n = 0;
-    while let Some(chunk) = w.read_chunk().await {
+    while let Some(chunk) = w.chunk().await.unwrap() {
         let e: Value = serde_json::from_slice(&chunk).unwrap();
         assert_eq!(e["type"], "BOOKMARK");
         n += 1;
     }
     assert!(n >= 3, "{n} bookmarks");
     // The connection is still usable after the stream ended.
-    let r = w
-        .call(
-            "GET",
-            "/api/v1/namespaces/demo/configmaps/cm-plain",
-            &[],
-            None,
-        )
-        .await;
+    let r = call_on(
+        &mut w,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/cm-plain",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.status, 200);
 }
 
@@ -1325,18 +1187,19 @@ async fn watch_resumes_filters_and_transforms() {
     let rv = s.resource_version();
     s.emit_configmaps("demo", 2);
     // Resume after rv: exactly the two newer events, no initial state.
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         &format!("/api/v1/watch/namespaces/demo/configmaps?resourceVersion={rv}&timeoutSeconds=1"),
         &[],
         None,
     ))
-    .await;
-    let (status, _) = w.read_head().await;
+    .await
+    .unwrap();
+    let Head { status, .. } = w.head().await.unwrap();
     assert_eq!(status, 200);
     let mut names = Vec::new();
-    while let Some(chunk) = w.read_chunk().await {
+    while let Some(chunk) = w.chunk().await.unwrap() {
         let e: Value = serde_json::from_slice(&chunk).unwrap();
         assert_eq!(e["type"], "ADDED");
         names.push(
@@ -1350,8 +1213,8 @@ async fn watch_resumes_filters_and_transforms() {
     assert!(names.iter().all(|n| n.starts_with("emit-")));
 
     // A label-selected watch sees an object leave the selection as DELETED.
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         "/api/v1/namespaces/demo/configmaps?watch=1&labelSelector=app%3Ddemo&timeoutSeconds=3",
         &[(
@@ -1360,8 +1223,9 @@ async fn watch_resumes_filters_and_transforms() {
         )],
         None,
     ))
-    .await;
-    assert_eq!(w.read_head().await.0, 200);
+    .await
+    .unwrap();
+    assert_eq!(w.head().await.unwrap().status, 200);
     let e = next_event(&mut w).await;
     assert_eq!(
         (e["type"].as_str(), e["object"]["kind"].as_str()),
@@ -1380,15 +1244,16 @@ async fn watch_resumes_filters_and_transforms() {
     assert_eq!(e["type"], "DELETED");
 
     // A Table watch: headers only on the first event.
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         "/api/v1/namespaces/demo/pods?watch=true&timeoutSeconds=1",
         &[("Accept", "application/json;as=Table;g=meta.k8s.io;v=v1")],
         None,
     ))
-    .await;
-    assert_eq!(w.read_head().await.0, 200);
+    .await
+    .unwrap();
+    assert_eq!(w.head().await.unwrap().status, 200);
     let e = next_event(&mut w).await;
     assert_eq!(e["object"]["kind"], "Table");
     assert!(e["object"]["columnDefinitions"].is_array());
@@ -1407,15 +1272,16 @@ async fn watch_resumes_filters_and_transforms() {
 #[tokio::test]
 async fn many_events_reach_a_watch_in_order() {
     let s = start().await;
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         "/api/v1/namespaces/bulk/configmaps?watch=true&resourceVersion=0&timeoutSeconds=30",
         &[],
         None,
     ))
-    .await;
-    assert_eq!(w.read_head().await.0, 200);
+    .await
+    .unwrap();
+    assert_eq!(w.head().await.unwrap().status, 200);
     s.emit_configmaps("bulk", 2000);
     let mut last = 0u64;
     for _ in 0..2000 {
@@ -1432,13 +1298,13 @@ async fn many_events_reach_a_watch_in_order() {
     assert_eq!(last, s.resource_version());
     // Shutdown ends the stream cleanly.
     s.shutdown();
-    assert!(w.read_chunk().await.is_none());
+    assert!(w.chunk().await.unwrap().is_none());
 }
 
 #[tokio::test]
 async fn keep_alive_survives_an_early_406_with_a_body() {
     let s = start().await;
-    let mut c = Client::connect(s.addr()).await;
+    let mut c = connect(s.addr()).await;
     // Head first: the 406 must come before the body is sent.
     let mut req = request(
         "POST",
@@ -1450,46 +1316,46 @@ async fn keep_alive_survives_an_early_406_with_a_body() {
         Some(CBOR_BODY),
     );
     let body = req.split_off(req.len() - CBOR_BODY.len());
-    c.send(&req).await;
-    let r = c.read_response().await;
+    c.write(&req).await.unwrap();
+    let r = c.response().await.unwrap();
     assert_eq!((r.status, r.text().as_str()), (406, NA_OBJECT));
-    c.send(&body).await;
+    c.write(&body).await.unwrap();
     // Then more requests on the same connection, including a chunked body.
-    let r = c
-        .call(
-            "GET",
-            "/api/v1/namespaces/demo/configmaps/cm-plain",
-            &[],
-            None,
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/cm-plain",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.status, 200);
     let chunked = b"10\r\n{\"metadata\":{\"na\r\n18\r\nme\":\"chunky\"},\"data\":{}}\r\n0\r\n\r\n";
-    let r = c
-        .call(
-            "POST",
-            "/api/v1/namespaces/demo/configmaps",
-            &[JSON_CT, ("Transfer-Encoding", "chunked")],
-            Some(chunked),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[JSON_CT, ("Transfer-Encoding", "chunked")],
+        Some(chunked),
+    )
+    .await;
     assert_eq!(r.status, 201, "{}", r.text());
     assert_eq!(r.json()["metadata"]["name"], "chunky");
-    let r = c
-        .call(
-            "GET",
-            "/api/v1/namespaces/demo/configmaps/chunky",
-            &[],
-            None,
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/chunky",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.status, 200);
     // Two requests pipelined in one write.
     let mut two = request("GET", "/healthz", &[], None);
     two.extend(request("GET", "/livez", &[], None));
-    c.send(&two).await;
-    assert_eq!(c.read_response().await.text(), "ok");
-    assert_eq!(c.read_response().await.text(), "ok");
+    c.write(&two).await.unwrap();
+    assert_eq!(c.response().await.unwrap().text(), "ok");
+    assert_eq!(c.response().await.unwrap().text(), "ok");
 
     let reqs = s.requests();
     assert_eq!(reqs.len(), 6);
@@ -1504,18 +1370,16 @@ async fn keep_alive_survives_an_early_406_with_a_body() {
     s.clear_requests();
     assert!(s.requests().is_empty());
     // Connection: close is honoured.
-    let r = c
-        .call("GET", "/healthz", &[("Connection", "close")], None)
-        .await;
+    let r = call_on(&mut c, "GET", "/healthz", &[("Connection", "close")], None).await;
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(c.closed().await);
+    assert!(c.closes().await);
 }
 
 #[tokio::test]
 async fn upgrades_echo() {
     let s = start().await;
-    let mut c = Client::connect(s.addr()).await;
-    c.send(&request(
+    let mut c = connect(s.addr()).await;
+    c.write(&request(
         "POST",
         "/api/v1/namespaces/demo/pods/pod-demo/exec?command=sh&stdin=true",
         &[
@@ -1525,18 +1389,19 @@ async fn upgrades_echo() {
         ],
         None,
     ))
-    .await;
-    let (status, headers) = c.read_head().await;
+    .await
+    .unwrap();
+    let Head { status, headers } = c.head().await.unwrap();
     assert_eq!(status, 101);
     assert!(headers.contains(&(
         "X-Stream-Protocol-Version".into(),
         "v4.channel.k8s.io".into()
     )));
-    c.send(b"\x80\x03\x00\x01hello").await;
-    assert_eq!(c.read_exact(9).await, b"\x80\x03\x00\x01hello");
+    c.write(b"\x80\x03\x00\x01hello").await.unwrap();
+    assert_eq!(c.read_exact(9).await.unwrap(), b"\x80\x03\x00\x01hello");
 
-    let mut c = Client::connect(s.addr()).await;
-    c.send(&request(
+    let mut c = connect(s.addr()).await;
+    c.write(&request(
         "GET",
         "/api/v1/namespaces/demo/pods/pod-demo/portforward",
         &[
@@ -1551,16 +1416,17 @@ async fn upgrades_echo() {
         ],
         None,
     ))
-    .await;
-    let (status, headers) = c.read_head().await;
+    .await
+    .unwrap();
+    let Head { status, headers } = c.head().await.unwrap();
     assert_eq!(status, 101);
     assert!(headers.contains(&(
         "Sec-WebSocket-Accept".into(),
         "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".into()
     )));
     assert!(headers.contains(&("Sec-WebSocket-Protocol".into(), "v4.channel.k8s.io".into())));
-    c.send(b"ping").await;
-    assert_eq!(c.read_exact(4).await, b"ping");
+    c.write(b"ping").await.unwrap();
+    assert_eq!(c.read_exact(4).await.unwrap(), b"ping");
     drop(c);
 
     let r = call(
@@ -1604,9 +1470,9 @@ async fn garbage_never_brings_it_down() {
         b"GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nAccept: ;;;,,/,*/;q=abc\r\n\r\n".to_vec(),
     ];
     for g in garbage {
-        let mut c = Client::connect(s.addr()).await;
-        c.send(&g).await;
-        let r = c.read_response().await;
+        let mut c = connect(s.addr()).await;
+        c.write(&g).await.unwrap();
+        let r = c.response().await.unwrap();
         assert!(
             r.status >= 400,
             "{:?} -> {}",
@@ -1616,36 +1482,36 @@ async fn garbage_never_brings_it_down() {
         assert_eq!(r.json()["kind"], "Status");
     }
     // Bad JSON in patches and bodies: 400 with a Status, connection kept.
-    let mut c = Client::connect(s.addr()).await;
+    let mut c = connect(s.addr()).await;
     for (ct, body) in [
         ("application/merge-patch+json", &b"{"[..]),
         ("application/json-patch+json", &b"{\"op\":1}"[..]),
         ("application/apply-patch+yaml", &b"key: value"[..]),
         ("application/merge-patch+json", &b"[]"[..]),
     ] {
-        let r = c
-            .call(
-                "PATCH",
-                "/api/v1/namespaces/demo/configmaps/cm-plain?fieldManager=x",
-                &[("Content-Type", ct)],
-                Some(body),
-            )
-            .await;
+        let r = call_on(
+            &mut c,
+            "PATCH",
+            "/api/v1/namespaces/demo/configmaps/cm-plain?fieldManager=x",
+            &[("Content-Type", ct)],
+            Some(body),
+        )
+        .await;
         assert!(matches!(r.status, 400 | 422), "{ct}: {}", r.status);
         assert_eq!(r.json()["kind"], "Status");
     }
     // A huge head is refused, the server lives on.
-    let mut c2 = Client::connect(s.addr()).await;
+    let mut c2 = connect(s.addr()).await;
     let mut big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
     big.extend(std::iter::repeat_n(b'a', 1_100_000));
-    let _ = c2.stream.write_all(&big).await;
-    let r = c2.read_response().await;
+    let _ = c2.write(&big).await;
+    let r = c2.response().await.unwrap();
     assert_eq!(r.status, 431);
     // A client that vanishes mid-request.
-    let mut c3 = Client::connect(s.addr()).await;
-    c3.send(b"POST /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{").await;
+    let mut c3 = connect(s.addr()).await;
+    c3.write(b"POST /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{").await.unwrap();
     drop(c3);
-    let r = c.call("GET", "/healthz", &[], None).await;
+    let r = call_on(&mut c, "GET", "/healthz", &[], None).await;
     assert_eq!(r.text(), "ok");
 }
 
@@ -1656,112 +1522,128 @@ async fn http_details_head_http10_chunked_pretty_and_misc_verbs() {
         ..Default::default()
     })
     .await;
-    let mut c = Client::connect(s.addr()).await;
+    let mut c = connect(s.addr()).await;
     // HEAD has no route (405), and the answer carries no body.
-    c.send(&request("HEAD", "/api/v1/namespaces", &[], None))
-        .await;
-    let (status, headers) = c.read_head().await;
+    c.write(&request("HEAD", "/api/v1/namespaces", &[], None))
+        .await
+        .unwrap();
+    let Head { status, headers } = c.head().await.unwrap();
     assert_eq!(status, 405);
     assert!(headers
         .iter()
         .any(|(k, v)| k == "Content-Length" && v != "0"));
     // Large bodies are chunked like Go's net/http does past its buffer.
-    let r = c
-        .call(
-            "GET",
-            "/api/v1/namespaces/demo/configmaps/demo-config",
-            &[],
-            None,
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/demo-config",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.header("transfer-encoding"), Some("chunked"));
     assert_eq!(r.json()["metadata"]["name"], "demo-config");
-    let r = c.call("GET", "/healthz", &[], None).await;
+    let r = call_on(&mut c, "GET", "/healthz", &[], None).await;
     assert_eq!(r.header("content-length"), Some("2"));
     // ?pretty wins over the User-Agent.
-    let r = c
-        .call("GET", "/api/v1/namespaces/demo?pretty=true", &[], None)
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo?pretty=true",
+        &[],
+        None,
+    )
+    .await;
     assert!(r.text().starts_with("{\n  \"kind\": \"Namespace\""));
-    let r = c
-        .call(
-            "GET",
-            "/api/v1/namespaces/demo?pretty=false",
-            &[("User-Agent", "curl/8")],
-            None,
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo?pretty=false",
+        &[("User-Agent", "curl/8")],
+        None,
+    )
+    .await;
     assert!(r.text().starts_with("{\"kind\":\"Namespace\""));
     // dryRun creates nothing; deletecollection honours the selector.
     let body = br#"{"metadata":{"name":"dry","labels":{"del":"yes"}}}"#;
-    let r = c
-        .call(
-            "POST",
-            "/api/v1/namespaces/demo/configmaps?dryRun=All",
-            &[JSON_CT],
-            Some(body),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps?dryRun=All",
+        &[JSON_CT],
+        Some(body),
+    )
+    .await;
     assert_eq!(r.status, 201);
-    let r = c
-        .call("GET", "/api/v1/namespaces/demo/configmaps/dry", &[], None)
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/dry",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.status, 404);
-    let r = c
-        .call(
-            "POST",
-            "/api/v1/namespaces/demo/configmaps",
-            &[JSON_CT],
-            Some(body),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[JSON_CT],
+        Some(body),
+    )
+    .await;
     assert_eq!(r.status, 201);
-    let r = c
-        .call(
-            "DELETE",
-            "/api/v1/namespaces/demo/configmaps?labelSelector=del%3Dyes",
-            &[],
-            None,
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps?labelSelector=del%3Dyes",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.status, 200);
     let v = r.json();
     assert_eq!(v["kind"], "ConfigMapList");
     assert_eq!(v["items"].as_array().unwrap().len(), 1);
-    let r = c
-        .call("GET", "/api/v1/namespaces/demo/configmaps", &[], None)
-        .await;
+    let r = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps",
+        &[],
+        None,
+    )
+    .await;
     assert_eq!(r.json()["items"].as_array().unwrap().len(), 2);
     // DELETE with stale preconditions.
-    let r = c
-        .call(
-            "DELETE",
-            "/api/v1/namespaces/demo/configmaps/cm-plain",
-            &[JSON_CT],
-            Some(br#"{"preconditions":{"resourceVersion":"1"}}"#),
-        )
-        .await;
+    let r = call_on(
+        &mut c,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/cm-plain",
+        &[JSON_CT],
+        Some(br#"{"preconditions":{"resourceVersion":"1"}}"#),
+    )
+    .await;
     assert_eq!(
         (r.status, r.json()["reason"].as_str()),
         (409, Some("Conflict"))
     );
     // A no-op update keeps the resourceVersion.
-    let cur = c
-        .call(
-            "GET",
-            "/api/v1/namespaces/demo/configmaps/cm-plain",
-            &[],
-            None,
-        )
-        .await;
-    let r = c
-        .call(
-            "PUT",
-            "/api/v1/namespaces/demo/configmaps/cm-plain",
-            &[JSON_CT],
-            Some(&cur.body),
-        )
-        .await;
+    let cur = call_on(
+        &mut c,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/cm-plain",
+        &[],
+        None,
+    )
+    .await;
+    let r = call_on(
+        &mut c,
+        "PUT",
+        "/api/v1/namespaces/demo/configmaps/cm-plain",
+        &[JSON_CT],
+        Some(&cur.body),
+    )
+    .await;
     assert_eq!(r.status, 200);
     assert_eq!(
         r.json()["metadata"]["resourceVersion"],
@@ -1769,25 +1651,26 @@ async fn http_details_head_http10_chunked_pretty_and_misc_verbs() {
     );
 
     // HTTP/1.0 closes after the response.
-    let mut old = Client::connect(s.addr()).await;
-    old.send(b"GET /livez HTTP/1.0\r\n\r\n").await;
-    let r = old.read_response().await;
+    let mut old = connect(s.addr()).await;
+    old.write(b"GET /livez HTTP/1.0\r\n\r\n").await.unwrap();
+    let r = old.response().await.unwrap();
     assert_eq!((r.status, r.header("connection")), (200, Some("close")));
-    assert!(old.closed().await);
+    assert!(old.closes().await);
 
     // A legacy single-object watch sees only that object.
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         "/api/v1/watch/namespaces/demo/configmaps/demo-config?timeoutSeconds=1",
         &[],
         None,
     ))
-    .await;
-    assert_eq!(w.read_head().await.0, 200);
+    .await
+    .unwrap();
+    assert_eq!(w.head().await.unwrap().status, 200);
     let e = next_event(&mut w).await;
     assert_eq!(e["object"]["metadata"]["name"], "demo-config");
-    assert!(w.read_chunk().await.is_none());
+    assert!(w.chunk().await.unwrap().is_none());
 }
 
 #[tokio::test]

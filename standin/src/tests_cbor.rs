@@ -566,10 +566,10 @@ async fn map_order_is_random_per_response() {
     let s = start_cbor().await;
     let path = "/api/v1/namespaces/demo/configmaps/demo-config";
     let json = call(&s, "GET", path, &[], None).await.json();
-    let mut c = Client::connect(s.addr()).await;
+    let mut c = connect(s.addr()).await;
     let mut seen: Vec<Vec<u8>> = Vec::new();
     for _ in 0..20 {
-        let r = c.call("GET", path, &[ACCEPT_CBOR], None).await;
+        let r = call_on(&mut c, "GET", path, &[ACCEPT_CBOR], None).await;
         assert_eq!(r.status, 200);
         assert_server_cbor(&r.body);
         assert_eq!(cbor_value(&r.body), json);
@@ -860,7 +860,7 @@ async fn configmaps_and_gadgets_round_trip_in_cbor() {
 }
 
 async fn next_cbor_event(c: &mut Client) -> Value {
-    let chunk = c.read_chunk().await.expect("an event");
+    let chunk = c.chunk().await.unwrap().expect("an event");
     // 55799({"type": …, "object": 55799(…)}): the tag twice.
     assert_server_cbor(&chunk);
     assert_eq!(chunk[3], 0xa2);
@@ -882,26 +882,25 @@ async fn cbor_watch_with_initial_events_and_live_changes() {
     .await;
     create_cm_basic(&s).await;
     let path = format!("{CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2");
-    let mut wc = Client::connect(s.addr()).await;
-    wc.send(&request("GET", &path, &[ACCEPT_CBOR], None)).await;
-    let mut wj = Client::connect(s.addr()).await;
-    wj.send(&request(
+    let mut wc = connect(s.addr()).await;
+    wc.write(&request("GET", &path, &[ACCEPT_CBOR], None))
+        .await
+        .unwrap();
+    let mut wj = connect(s.addr()).await;
+    wj.write(&request(
         "GET",
         &path,
         &[("Accept", "application/json")],
         None,
     ))
-    .await;
+    .await
+    .unwrap();
     for (w, ct) in [
         (&mut wc, "application/cbor-seq"),
         (&mut wj, "application/json"),
     ] {
-        let (status, headers) = w.read_head().await;
-        let head = Resp {
-            status,
-            headers,
-            body: Vec::new(),
-        };
+        let Head { status, headers } = w.head().await.unwrap();
+        let head = Resp::from(Head { status, headers });
         assert_eq!(status, 200);
         assert_apiserver_headers(&head, ct);
         assert_eq!(head.header("transfer-encoding"), Some("chunked"));
@@ -958,10 +957,15 @@ async fn cbor_watch_with_initial_events_and_live_changes() {
         assert_eq!(norm(&events[..]), norm(&rec[..5]), "{name}");
     }
     // The stream ends cleanly at timeoutSeconds.
-    assert!(wc.read_chunk().await.is_none());
-    let r = wc
-        .call("GET", &format!("{CM}/cm-basic"), &[ACCEPT_CBOR], None)
-        .await;
+    assert!(wc.chunk().await.unwrap().is_none());
+    let r = call_on(
+        &mut wc,
+        "GET",
+        &format!("{CM}/cm-basic"),
+        &[ACCEPT_CBOR],
+        None,
+    )
+    .await;
     assert_eq!(r.status, 200);
 
     // The recorded stream's shape (objects/watch-initial-events): tag twice per event.
@@ -980,8 +984,8 @@ async fn cbor_watch_resumes_and_transforms() {
     let rv = s.resource_version();
     s.emit_configmaps("demo", 2);
     // Resume from a resourceVersion, metadata only.
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         &format!(
             "/api/v1/namespaces/demo/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=1"
@@ -992,8 +996,9 @@ async fn cbor_watch_resumes_and_transforms() {
         )],
         None,
     ))
-    .await;
-    let (status, headers) = w.read_head().await;
+    .await
+    .unwrap();
+    let Head { status, headers } = w.head().await.unwrap();
     assert_eq!(status, 200);
     assert!(headers.contains(&("Content-Type".into(), "application/cbor-seq".into())));
     for _ in 0..2 {
@@ -1001,17 +1006,18 @@ async fn cbor_watch_resumes_and_transforms() {
         assert_eq!(ev["type"], "ADDED");
         assert_eq!(ev["object"]["kind"], "PartialObjectMetadata");
     }
-    assert!(w.read_chunk().await.is_none());
+    assert!(w.chunk().await.unwrap().is_none());
     // Legacy /watch/ paths stream CBOR too.
-    let mut w = Client::connect(s.addr()).await;
-    w.send(&request(
+    let mut w = connect(s.addr()).await;
+    w.write(&request(
         "GET",
         "/api/v1/watch/namespaces/demo/configmaps/cm-plain?timeoutSeconds=1",
         &[ACCEPT_CBOR],
         None,
     ))
-    .await;
-    let (status, _) = w.read_head().await;
+    .await
+    .unwrap();
+    let Head { status, .. } = w.head().await.unwrap();
     assert_eq!(status, 200);
     let ev = next_cbor_event(&mut w).await;
     assert_eq!(

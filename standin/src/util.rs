@@ -224,7 +224,7 @@ fn b64_encode(data: &[u8], table: &[u8; 64], pad: bool) -> String {
 }
 
 /// Standard base64 with padding (how Go writes `[]byte` in JSON).
-pub(crate) fn base64_std(data: &[u8]) -> String {
+pub fn base64_std(data: &[u8]) -> String {
     b64_encode(data, B64_STD, true)
 }
 

@@ -32,31 +32,88 @@ pub fn free_port() -> SocketAddr {
     }
 }
 
+/// How often the tests look again at a condition they wait for.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Poll `f` until it gives a value; `None` once `within` has passed. The one
+/// place the tests wait: for a condition, never for a fixed time.
+pub fn poll<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Poll `cond` until it holds; fail naming `what` after `secs` seconds.
+pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    assert!(
+        poll(Duration::from_secs(secs), || cond().then_some(())).is_some(),
+        "not within {secs} s: {what}"
+    );
+}
+
+/// [`poll`] inside a tokio runtime, without blocking its thread: true once `cond`
+/// holds, false if `within` passes first.
+pub async fn poll_async(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+    true
+}
+
+/// [`eventually`] inside a tokio runtime, without blocking its thread.
+pub async fn eventually_async(secs: u64, what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        poll_async(Duration::from_secs(secs), cond).await,
+        "not within {secs} s: {what}"
+    );
+}
+
 /// Wait (up to 20 s) until `addr` accepts connections; fail if `child` exits first.
 pub fn wait_for(addr: SocketAddr, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if TcpStream::connect(addr).is_ok() {
-            return;
-        }
+    eventually(20, &format!("cborgate listening on {addr}"), || {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("cborgate exited early: {status}");
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("cborgate did not listen on {addr}");
+        TcpStream::connect(addr).is_ok()
+    });
 }
 
-/// Poll `cond` every 50 ms until it holds; fail naming `what` after `secs` seconds.
-pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(secs),
-            "not within {secs} s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// The exit code of `child` once it exits; `None` if it is still running after `within`.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
+    poll(within, || child.try_wait().ok().flatten()).and_then(|s| s.code())
+}
+
+/// A new config file holding `body`, in a directory of this test process; its path.
+/// Never the same file twice, so tests running at once cannot rewrite each other's.
+pub fn config_file(body: &str) -> String {
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("cborgate-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{n}.toml"));
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// A `/proc/PID/status` field in KiB (`VmRSS:`, `VmHWM:`).
+pub fn rss_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
 }
 
 impl Harness {
@@ -93,8 +150,11 @@ impl Harness {
         h
     }
 
-    /// `cborgate serve` in front of any upstream URL.
-    pub fn proxy_to(url: &str, mode: &str, extra: &[&str], rt: tokio::runtime::Runtime) -> Harness {
+    /// `cborgate serve` in front of any upstream URL (a fake upstream, or none).
+    pub fn proxy_to(url: &str, mode: &str, extra: &[&str]) -> Harness {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         Self::spawn(url, mode, extra, rt, &[], false)
     }
 
@@ -137,7 +197,9 @@ impl Harness {
             .expect("start cborgate");
         wait_for(proxy, &mut child);
         wait_for(admin, &mut child);
-        // Listening, and it is ours: a child that lost its port exits early.
+        // Listening, and it is ours: a child that lost its port to another process
+        // exits early. Not a wait for a condition (there is none to poll: the check is
+        // that nothing happens), a grace window for that exit to show.
         std::thread::sleep(Duration::from_millis(50));
         if let Ok(Some(status)) = child.try_wait() {
             panic!("cborgate exited after start-up: {status}");
@@ -167,18 +229,12 @@ impl Harness {
     /// are counted when they end, which may be just after the client has
     /// read the last byte.
     pub fn wait_metric(&self, name: &str, filter: &[(&str, &str)], want: f64) {
-        let t = Instant::now();
-        loop {
-            let got = self.metric(name, filter);
-            if got == want {
-                return;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "{name}{filter:?}: {got}, want {want}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut got = f64::NAN;
+        let seen = poll(Duration::from_secs(5), || {
+            got = self.metric(name, filter);
+            (got == want).then_some(())
+        });
+        assert!(seen.is_some(), "{name}{filter:?}: {got}, want {want}");
     }
 
     /// Sum of the samples of `name` whose labels contain every `filter` pair.
@@ -221,6 +277,15 @@ impl Drop for Harness {
 /// connection it reads one request head, then lets `respond` write whatever
 /// it likes (or nothing) on the stream. Returns its address.
 pub fn fake_upstream(respond: impl Fn(&mut TcpStream) + Send + Sync + 'static) -> SocketAddr {
+    fake_upstream_seeing(move |_, w| respond(w))
+}
+
+/// [`fake_upstream`], giving `respond` the request line too (`GET /path HTTP/1.1`):
+/// for a test that counts what reached the upstream (the proxy's `/readyz` probes
+/// arrive there as well).
+pub fn fake_upstream_seeing(
+    respond: impl Fn(&str, &mut TcpStream) + Send + Sync + 'static,
+) -> SocketAddr {
     use std::io::BufRead;
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -230,6 +295,7 @@ pub fn fake_upstream(respond: impl Fn(&mut TcpStream) + Send + Sync + 'static) -
             let respond = respond.clone();
             std::thread::spawn(move || {
                 let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let mut first = String::new();
                 loop {
                     let mut line = String::new();
                     if r.read_line(&mut line).unwrap_or(0) == 0 {
@@ -238,9 +304,12 @@ pub fn fake_upstream(respond: impl Fn(&mut TcpStream) + Send + Sync + 'static) -
                     if line == "\r\n" {
                         break;
                     }
+                    if first.is_empty() {
+                        first = line.trim_end().to_string();
+                    }
                 }
                 let mut w = s;
-                respond(&mut w);
+                respond(&first, &mut w);
             });
         }
     });

@@ -3,6 +3,8 @@
 //! (object keys sorted, strings decoded, number text kept verbatim).
 #![allow(dead_code)]
 
+// The stand-in's base64 (independent of cborgate's codec): one encoder for both.
+use cborgate_standin::base64_std;
 use std::path::PathBuf;
 
 /// The recorded data the tests compare against: `tests/data` in this
@@ -27,29 +29,6 @@ pub fn to_hex(b: &[u8]) -> String {
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
-}
-
-fn base64_std(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::new();
-    for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        s.push(A[(n >> 18) as usize & 63] as char);
-        s.push(A[(n >> 12) as usize & 63] as char);
-        s.push(if c.len() > 1 {
-            A[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        s.push(if c.len() > 2 {
-            A[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    s
 }
 
 fn head_bytes(major: u8, arg: u64) -> Vec<u8> {
@@ -308,6 +287,7 @@ pub fn json_canon(text: &[u8]) -> Vec<J> {
     }
 }
 
+pub mod bodies;
 pub mod harness;
 pub mod http;
 pub mod scenario;

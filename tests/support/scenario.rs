@@ -3,9 +3,9 @@
 //! each response compared with the upstream's state read directly as JSON.
 #![allow(dead_code)]
 
+use super::bodies::{assert_same, cbor, decode};
 use super::harness::Harness;
-use super::http::{Conn, Resp};
-use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use super::http::Conn;
 use serde_json::{json, Value};
 
 /// Dynamic client and generated clients with ClientsPreferCBOR.
@@ -14,41 +14,6 @@ pub const ACCEPTS: [&str; 2] = [
     "application/cbor, */*",
 ];
 const UA: &str = "scenario/v0.0.0 (linux/amd64) kubernetes/$Format";
-
-pub fn cbor(v: &Value) -> Vec<u8> {
-    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
-}
-
-pub fn decode(r: &Resp) -> Value {
-    assert_eq!(
-        r.header("content-type"),
-        Some("application/cbor"),
-        "{}",
-        String::from_utf8_lossy(&r.body)
-    );
-    assert_eq!(&r.body[..3], &[0xd9, 0xd9, 0xf7]);
-    serde_json::from_slice(&cbor_to_json(&r.body, CborToJsonOptions::default()).unwrap()).unwrap()
-}
-
-/// Equal as values, numbers compared as float64: a legacy server prints -0.0
-/// as `-0` and 2.0 as `2`, which arrive in CBOR as integers (WIRE.md §2).
-pub fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
-/// Fails the test unless `a` and `b` are the same value (see [`same`]).
-pub fn assert_same(a: &Value, b: &Value, what: &str) {
-    assert!(same(a, b), "{what}\n ours: {a}\n upstream: {b}");
-}
 
 /// The object as a JSON client reads it straight from the upstream.
 pub fn direct(h: &Harness, path: &str) -> (u16, Value) {

@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+
+// The HTTP/1.1 client the test suites use too (one client, not one per harness).
+use cborgate_standin::client::{request_bytes, AsyncConn as Conn};
 
 /// One request, sent again and again.
 pub struct Request {
@@ -21,123 +22,14 @@ pub struct Request {
 
 impl Request {
     fn bytes(&self) -> Vec<u8> {
-        let mut req = format!("{} {} HTTP/1.1\r\nHost: load\r\n", self.method, self.path);
-        for (k, v) in &self.headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if let Some(b) = &self.body {
-            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
-        }
-        req.push_str("\r\n");
-        let mut out = req.into_bytes();
-        if let Some(b) = &self.body {
-            out.extend_from_slice(b);
-        }
-        out
+        let mut headers = vec![("Host", "load")];
+        headers.extend(self.headers.iter().map(|(k, v)| (*k, v.as_str())));
+        request_bytes(self.method, &self.path, &headers, self.body.as_deref())
     }
-}
-
-pub struct Conn {
-    io: BufReader<TcpStream>,
-    line: String,
 }
 
 fn bad(what: impl Into<String>) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.into())
-}
-
-/// A response head: status, Content-Type, and how the body is framed.
-pub struct Head {
-    pub status: u16,
-    pub content_type: String,
-    pub chunked: bool,
-    pub length: Option<usize>,
-}
-
-impl Conn {
-    pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
-        let s = TcpStream::connect(addr).await?;
-        s.set_nodelay(true)?;
-        Ok(Conn {
-            io: BufReader::with_capacity(256 * 1024, s),
-            line: String::new(),
-        })
-    }
-
-    pub async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.io.get_mut().write_all(bytes).await
-    }
-
-    pub async fn head(&mut self) -> std::io::Result<Head> {
-        self.line.clear();
-        if self.io.read_line(&mut self.line).await? == 0 {
-            return Err(bad("closed before a response"));
-        }
-        let status = self
-            .line
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad(format!("bad status line {:?}", self.line)))?;
-        let mut head = Head {
-            status,
-            content_type: String::new(),
-            chunked: false,
-            length: None,
-        };
-        loop {
-            self.line.clear();
-            if self.io.read_line(&mut self.line).await? == 0 {
-                return Err(bad("closed in the head"));
-            }
-            let l = self.line.trim_end();
-            if l.is_empty() {
-                return Ok(head);
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                let v = v.trim();
-                if k.eq_ignore_ascii_case("content-type") {
-                    head.content_type = v.to_string();
-                } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                    head.chunked = v.eq_ignore_ascii_case("chunked");
-                } else if k.eq_ignore_ascii_case("content-length") {
-                    head.length = v.parse().ok();
-                }
-            }
-        }
-    }
-
-    /// Append the next chunk to `out`; false at the last chunk.
-    pub async fn chunk(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
-        self.line.clear();
-        if self.io.read_line(&mut self.line).await? == 0 {
-            return Err(bad("closed inside a chunked body"));
-        }
-        let n = usize::from_str_radix(self.line.trim().split(';').next().unwrap_or(""), 16)
-            .map_err(|_| bad(format!("bad chunk size {:?}", self.line)))?;
-        let at = out.len();
-        out.resize(at + n + 2, 0);
-        self.io.read_exact(&mut out[at..]).await?;
-        if &out[at + n..] != b"\r\n" {
-            return Err(bad("chunk without CRLF"));
-        }
-        out.truncate(at + n);
-        Ok(n > 0)
-    }
-
-    /// The whole body, into `out` (cleared first).
-    pub async fn body(&mut self, head: &Head, out: &mut Vec<u8>) -> std::io::Result<()> {
-        out.clear();
-        if head.chunked {
-            while self.chunk(out).await? {}
-            return Ok(());
-        }
-        let n = head
-            .length
-            .ok_or_else(|| bad("neither Content-Length nor chunked"))?;
-        out.resize(n, 0);
-        self.io.read_exact(out).await?;
-        Ok(())
-    }
 }
 
 /// What one timed run measured.
@@ -193,12 +85,13 @@ pub async fn load(
                     let c = conn.as_mut().unwrap();
                     c.write(&bytes).await?;
                     let head = c.head().await?;
-                    c.body(&head, &mut body).await?;
+                    c.body_into(&head, req.method, &mut body).await?;
                     if head.status != req.expect_status {
                         return Err(bad(format!("status {}", head.status)));
                     }
-                    if head.content_type != req.expect_content_type {
-                        return Err(bad(format!("Content-Type {}", head.content_type)));
+                    let content_type = head.header("content-type").unwrap_or_default();
+                    if content_type != req.expect_content_type {
+                        return Err(bad(format!("Content-Type {content_type}")));
                     }
                     Ok(())
                 }
@@ -241,11 +134,11 @@ pub async fn load(
 /// A new connection with a pod watch request sent on it (`query` after `watch=1`).
 async fn send_watch(addr: SocketAddr, query: &str, accept: &str) -> std::io::Result<Conn> {
     let mut c = Conn::connect(addr).await?;
-    c.write(
-        format!(
-            "GET /api/v1/namespaces/load/pods?watch=1{query} HTTP/1.1\r\nHost: load\r\nAccept: {accept}\r\n\r\n"
-        )
-        .as_bytes(),
+    c.send(
+        "GET",
+        &format!("/api/v1/namespaces/load/pods?watch=1{query}"),
+        &[("Host", "load"), ("Accept", accept)],
+        None,
     )
     .await?;
     Ok(c)
@@ -260,7 +153,7 @@ pub async fn watch(addr: SocketAddr, accept: &str) -> std::io::Result<(Vec<u8>, 
         return Err(bad(format!("watch status {}", head.status)));
     }
     let mut body = Vec::with_capacity(100 << 20);
-    c.body(&head, &mut body).await?;
+    c.body_into(&head, "GET", &mut body).await?;
     Ok((body, t.elapsed()))
 }
 

@@ -2,35 +2,17 @@
 //! flight and long-running requests open (429 with `Retry-After`), each answered with a
 //! Kubernetes `Status` in the client's format, and each released when the request ends.
 
-mod support;
-
+use crate::support::harness::{config_file, eventually, fake_upstream_seeing, Harness};
+use crate::support::http::{once, Conn};
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use serde_json::Value;
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::harness::{fake_upstream, Harness};
-use support::http::{once, Conn};
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 const CMS: &str = "/api/v1/namespaces/demo/configmaps";
-
-fn config(body: &str) -> String {
-    let dir = std::env::temp_dir().join(format!(
-        "cborgate-limits-{}-{}",
-        std::process::id(),
-        body.len()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{:x}.toml", fxhash(body)));
-    std::fs::write(&path, body).unwrap();
-    path.to_string_lossy().into_owned()
-}
-
-fn fxhash(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
-}
 
 /// A short GET that is admitted: a request sent the moment the previous
 /// response ended can still find that request's slot taken (it is given back
@@ -40,14 +22,11 @@ fn fxhash(s: &str) -> u64 {
 /// SIGTERM drain exits once the count reaches zero, so a slot given back
 /// before the last byte could cut that response short.
 fn once_admitted(proxy: std::net::SocketAddr) -> u16 {
-    let t = Instant::now();
-    loop {
+    crate::support::harness::poll(Duration::from_secs(2), || {
         let s = once(proxy, "GET", CM, &[], None).status;
-        if s != 429 || t.elapsed() > Duration::from_secs(2) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        (s != 429).then_some(s)
+    })
+    .unwrap_or(429)
 }
 
 fn status_of(body: &[u8], content_type: &str) -> Value {
@@ -65,7 +44,7 @@ fn status_of(body: &[u8], content_type: &str) -> Value {
 
 #[test]
 fn a_request_head_over_max_header_bytes_gets_a_431_status() {
-    let conf = config("[server]\nmax_header_bytes = 8192\n");
+    let conf = config_file("[server]\nmax_header_bytes = 8192\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let big = "x".repeat(9000);
     let small = "x".repeat(6000);
@@ -104,7 +83,7 @@ fn a_request_head_over_max_header_bytes_gets_a_431_status() {
 
 #[test]
 fn a_max_header_bytes_over_pingoras_own_limit_is_a_configuration_error() {
-    let conf = config("[server]\nmax_header_bytes = 2000000\n");
+    let conf = config_file("[server]\nmax_header_bytes = 2000000\n");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cborgate"))
         .args(["serve", "--config", &conf])
         .output()
@@ -114,9 +93,17 @@ fn a_max_header_bytes_over_pingoras_own_limit_is_a_configuration_error() {
     assert!(err.contains("server.max_header_bytes"), "{err}");
 }
 
-/// An upstream that answers every request after `delay`.
-fn slow_upstream(delay: Duration) -> std::net::SocketAddr {
-    fake_upstream(move |w| {
+/// An upstream that answers every request after `delay`, and a count of the API
+/// requests that have reached it (the proxy's `/readyz` probes are not counted).
+fn slow_upstream(delay: Duration) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let seen = arrived.clone();
+    let addr = fake_upstream_seeing(move |line, w| {
+        if line.starts_with("GET /api/") {
+            seen.fetch_add(1, Ordering::AcqRel);
+        }
+        // The delay is the behaviour under test (requests that hold their slot), not
+        // synchronisation.
         std::thread::sleep(delay);
         let body = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"slow"}}"#;
         let _ = write!(
@@ -125,22 +112,15 @@ fn slow_upstream(delay: Duration) -> std::net::SocketAddr {
             body.len()
         );
         let _ = w.write_all(body);
-    })
+    });
+    (addr, arrived)
 }
 
 #[test]
 fn short_requests_over_max_requests_inflight_get_429_with_retry_after() {
-    let slow = slow_upstream(Duration::from_millis(1500));
-    let conf = config("[server]\nmax_requests_inflight = 2\n");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(
-        &format!("http://{slow}"),
-        "legacy",
-        &["--config", &conf],
-        rt,
-    );
+    let (slow, arrived) = slow_upstream(Duration::from_millis(1500));
+    let conf = config_file("[server]\nmax_requests_inflight = 2\n");
+    let h = Harness::proxy_to(&format!("http://{slow}"), "legacy", &["--config", &conf]);
     let proxy = h.proxy;
     let busy: Vec<_> = (0..2)
         .map(|_| {
@@ -149,9 +129,11 @@ fn short_requests_over_max_requests_inflight_get_429_with_retry_after() {
             })
         })
         .collect();
-    // Wait until both are in flight (the admin counts requests only when they end, so
-    // give them time to reach the upstream).
-    std::thread::sleep(Duration::from_millis(500));
+    // Both in flight: they have reached the upstream (the admin counts requests only
+    // when they end).
+    eventually(5, "both requests at the upstream", || {
+        arrived.load(Ordering::Acquire) >= 2
+    });
     let t = Instant::now();
     let r = once(proxy, "GET", CM, &[("Accept", "application/cbor")], None);
     assert!(t.elapsed() < Duration::from_millis(700), "429 is immediate");
@@ -171,7 +153,7 @@ fn short_requests_over_max_requests_inflight_get_429_with_retry_after() {
 
 #[test]
 fn long_running_requests_have_their_own_limit() {
-    let conf = config("[server]\nmax_requests_inflight = 1\nmax_long_running_requests = 2\n");
+    let conf = config_file("[server]\nmax_requests_inflight = 1\nmax_long_running_requests = 2\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let watch = |h: &Harness| {
         let mut c = Conn::connect(h.proxy);
@@ -197,38 +179,34 @@ fn long_running_requests_have_their_own_limit() {
     assert_eq!(head.header("retry-after"), Some("1"));
     // Ending one watch frees its slot.
     drop(w1);
-    let t = Instant::now();
-    loop {
-        let (_c, s, _) = watch(&h);
-        if s == 200 {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the slot was not given back"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually(5, "the slot given back", || watch(&h).1 == 200);
 }
 
 #[test]
 fn an_idle_keep_alive_connection_is_closed_after_idle_timeout_seconds() {
-    let conf = config("[server]\nidle_timeout_seconds = 1\n");
+    let conf = config_file("[server]\nidle_timeout_seconds = 1\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let mut c = Conn::connect(h.proxy);
     let r = c.request("GET", CM, &[("Accept", "application/cbor")], None);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("connection"), Some("keep-alive"));
-    // Still open well inside the timeout: a second request on it works.
+    // Still open well inside the timeout: a second request on it works. The pause is
+    // the behaviour under test (idle, but for less than the timeout), not synchronisation.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(c.request("GET", CM, &[], None).status, 200);
-    std::thread::sleep(Duration::from_millis(1600));
-    assert!(c.is_closed(), "the idle connection was not closed");
+    let idle = Instant::now();
+    eventually(5, "the idle connection closed", || c.is_closed());
+    // Closed by the idle timeout (1 s), not at once: `is_closed` looks for 200 ms at a time.
+    assert!(
+        idle.elapsed() >= Duration::from_millis(800),
+        "closed after only {:?}",
+        idle.elapsed()
+    );
 }
 
 #[test]
 fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_timeout_seconds() {
-    let conf = config("[server]\nrequest_read_timeout_seconds = 1\n");
+    let conf = config_file("[server]\nrequest_read_timeout_seconds = 1\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
     s.write_all(b"GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nX-Sl")
@@ -252,7 +230,7 @@ fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_t
 /// connection closed, about a second after the body stops coming (not pingora's 60 s).
 #[test]
 fn a_client_that_stalls_in_its_request_body_is_cut_off_after_request_read_timeout_seconds() {
-    let conf = config("[server]\nrequest_read_timeout_seconds = 1\n");
+    let conf = config_file("[server]\nrequest_read_timeout_seconds = 1\n");
     let h = Harness::start("legacy", &["--config", &conf]);
     let mut s = std::net::TcpStream::connect(h.proxy).unwrap();
     s.write_all(
@@ -320,7 +298,7 @@ fn assert_413(head: &str, body: &[u8]) {
             (k.trim().to_ascii_lowercase(), v.trim().to_string())
         })
         .collect();
-    let get = |n: &str| support::http::header(&headers, n).unwrap_or_default();
+    let get = |n: &str| crate::support::http::header(&headers, n).unwrap_or_default();
     assert_eq!(get("connection"), "close", "{head}");
     assert_eq!(get("content-length"), body.len().to_string(), "{head}");
     let v = status_of(body, get("content-type"));

@@ -2,28 +2,11 @@
 //! CBOR first; the upstream's 415 is replayed as JSON, so no client ever sees
 //! it; what was learned holds per (verb, group, resource) for the TTL.
 
-mod support;
-
-use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use crate::support::bodies::{cbor, decode};
+use crate::support::harness::{config_file, Harness};
+use crate::support::http::Conn;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use support::harness::Harness;
-use support::http::{Conn, Resp};
-
-fn cbor(v: &Value) -> Vec<u8> {
-    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
-}
-
-fn decode(r: &Resp) -> Value {
-    assert_eq!(
-        r.header("content-type"),
-        Some("application/cbor"),
-        "{} {}",
-        r.status,
-        String::from_utf8_lossy(&r.body)
-    );
-    serde_json::from_slice(&cbor_to_json(&r.body, CborToJsonOptions::default()).unwrap()).unwrap()
-}
 
 /// Upstream requests that carried a CBOR body, by (method, resource).
 fn cbor_bodies_upstream(h: &Harness) -> BTreeMap<(String, String), usize> {
@@ -97,11 +80,8 @@ fn scenario(c: &mut Conn, base: &str, make: &dyn Fn(&str) -> Value, name: &str) 
 
 #[test]
 fn auto_against_legacy_replays_each_415_once_per_key() {
-    let dir = std::env::temp_dir().join(format!("cborgate-auto-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[upstream]\ncapability_ttl_seconds = 3\n").unwrap();
-    let h = Harness::start("auto", &["--config", conf.to_str().unwrap()]);
+    let conf = config_file("[upstream]\ncapability_ttl_seconds = 3\n");
+    let h = Harness::start("auto", &["--config", &conf]);
     let mut c = Conn::connect(h.proxy);
     let cm = |n: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"k": "v"}});
     let gadget = |n: &str| json!({"apiVersion": "corpus.example.com/v1", "kind": "Gadget", "metadata": {"name": n}, "spec": {"size": 1}});
@@ -135,7 +115,7 @@ fn auto_against_legacy_replays_each_415_once_per_key() {
     // No client saw a 415.
     assert_eq!(h.metric("cborgate_requests_total", &[("code", "415")]), 0.0);
     // What was learned is visible, with timestamps.
-    let caps = support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
+    let caps = crate::support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
     assert_eq!(caps.status, 200);
     let v: Value = serde_json::from_slice(&caps.body).unwrap();
     let entries = v["entries"].as_array().unwrap();
@@ -150,8 +130,8 @@ fn auto_against_legacy_replays_each_415_once_per_key() {
     // After the TTL (the expiry itself is unit-tested on an injected clock in
     // proxy::capabilities), the entry is gone from /debug/capabilities, and cborgate
     // probes with CBOR again: one more 415, still invisible.
-    support::harness::eventually(10, "the learned entry expires", || {
-        let caps = support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
+    crate::support::harness::eventually(10, "the learned entry expires", || {
+        let caps = crate::support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
         !String::from_utf8_lossy(&caps.body).contains(r#""resource":"configmaps""#)
     });
     let r = c.request(
@@ -177,7 +157,7 @@ fn auto_against_legacy_replays_each_415_once_per_key() {
 #[test]
 fn auto_asks_for_cbor_first_and_transcodes_json_answers() {
     let h = Harness::start("auto", &[]);
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -195,7 +175,7 @@ fn auto_asks_for_cbor_first_and_transcodes_json_answers() {
     let mut big =
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {}});
     big["data"]["blob"] = json!("x".repeat(100_000));
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "POST",
         "/api/v1/namespaces/demo/configmaps",

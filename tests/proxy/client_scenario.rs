@@ -3,12 +3,10 @@
 //! through the proxy. Every response decodes as CBOR and matches the
 //! stand-in's state as a JSON client reads it directly.
 
-mod support;
-
+use crate::support::harness::Harness;
+use crate::support::http::Conn;
+use crate::support::scenario::{run, ACCEPTS};
 use serde_json::{json, Value};
-use support::harness::Harness;
-use support::http::Conn;
-use support::scenario::{run, ACCEPTS};
 
 #[test]
 fn client_go_scenario_for_configmaps_and_a_custom_resource() {

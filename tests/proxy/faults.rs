@@ -2,13 +2,11 @@
 //! malformed JSON, makes the client's response end abnormally (no
 //! terminating chunk), never a well-formed but shortened stream.
 
-mod support;
-
+use crate::support::harness::{config_file, fake_upstream, Harness};
+use crate::support::http::Conn;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::harness::{fake_upstream, Harness};
-use support::http::Conn;
 
 /// An upstream that sends a 200 JSON head and `body`, then drops the connection.
 fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr {
@@ -17,54 +15,27 @@ fn dying_upstream(content_type: &'static str, body: &'static [u8]) -> SocketAddr
         let _ = w.write_all(body);
         let _ = w.write_all(b"\r\n");
         let _ = w.flush();
+        // The fault under test: the body so far has gone out and the upstream then
+        // dies a moment later (not synchronisation; the client waits on the socket).
         std::thread::sleep(Duration::from_millis(100));
         // Dropped here: no terminating chunk.
     })
 }
 
-/// Read a response; true only if a complete chunked body arrived.
+/// Read a response; true only if a complete chunked body arrived. A connection
+/// closed before or inside the response is an abnormal end.
 fn ends_cleanly(c: &mut Conn) -> bool {
-    let mut status = String::new();
-    if c.read_line(&mut status) == 0 {
-        // Closed before any response: abnormal.
+    let Ok(head) = c.try_head() else {
         return false;
-    }
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    loop {
-        let mut l = String::new();
-        if c.read_line(&mut l) == 0 {
-            return false;
-        }
-        if l == "\r\n" {
-            break;
-        }
-    }
-    loop {
-        let mut size = String::new();
-        let n = c.read_line(&mut size);
-        if n == 0 {
-            return false;
-        }
-        let Ok(len) = usize::from_str_radix(size.trim(), 16) else {
-            return false;
-        };
-        let mut data = vec![0; len + 2];
-        if !c.read_exact(&mut data) {
-            return false;
-        }
-        if len == 0 {
-            return true;
-        }
-    }
+    };
+    assert_eq!(head.status, 200);
+    c.try_body(&head, "GET").is_ok_and(|(_, chunked)| chunked)
 }
 
 #[test]
 fn upstream_dying_mid_watch_ends_the_client_stream_abnormally() {
     let up = dying_upstream("application/json", b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}}\n{\"type\":\"ADDED\",\"obj");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -81,10 +52,7 @@ fn upstream_dying_mid_body_ends_the_client_response_abnormally() {
         "application/json",
         b"{\"kind\":\"ConfigMapList\",\"items\":[{\"metadata\":{\"name\":\"a\"}},",
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -98,10 +66,7 @@ fn upstream_dying_mid_body_ends_the_client_response_abnormally() {
 #[test]
 fn malformed_upstream_json_never_reaches_the_client_as_complete_cbor() {
     let up = dying_upstream("application/json", b"{\"kind\": nope}");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -129,7 +94,7 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
     let h = Harness::start("legacy", &[]);
     let pid = h.child.id();
     // Warm up (lazily opened descriptors), then measure.
-    support::http::once(
+    crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps",
@@ -157,43 +122,30 @@ fn a_client_hanging_up_on_a_watch_closes_the_upstream_and_frees_its_fds() {
     drop(watches);
     // The stand-in sends a bookmark every second: the proxy notices the
     // hang-up on its next write at the latest and closes the upstream.
-    let t = std::time::Instant::now();
-    loop {
-        let now = fd_count(pid);
-        if now <= before && h.metric("cborgate_watch_streams_active", &[]) == 0.0 {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "descriptors not released: {before} -> {now}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut now = 0;
+    let released = crate::support::harness::poll(Duration::from_secs(10), || {
+        now = fd_count(pid);
+        (now <= before && h.metric("cborgate_watch_streams_active", &[]) == 0.0).then_some(())
+    });
+    assert!(
+        released.is_some(),
+        "descriptors not released: {before} -> {now}"
+    );
 }
 
 #[test]
 fn watches_are_never_timed_out_waiting_for_headers() {
     // An upstream that answers after 2.5 s; the header timeout is 1 s.
     let addr = fake_upstream(|w| {
+        // The slowness is the behaviour under test, not synchronisation.
         std::thread::sleep(Duration::from_millis(2500));
         let ev = b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"late\"}}}\n";
         let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", ev.len());
         let _ = w.write_all(ev);
         let _ = w.write_all(b"\r\n0\r\n\r\n");
     });
-    let dir = std::env::temp_dir().join(format!("cborgate-slowwatch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[upstream]\nresponse_header_timeout_seconds = 1\n").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(
-        &format!("http://{addr}"),
-        "legacy",
-        &["--config", conf.to_str().unwrap()],
-        rt,
-    );
+    let conf = config_file("[upstream]\nresponse_header_timeout_seconds = 1\n");
+    let h = Harness::proxy_to(&format!("http://{addr}"), "legacy", &["--config", &conf]);
     let mut c = Conn::connect(h.proxy);
     c.send(
         "GET",
@@ -206,7 +158,7 @@ fn watches_are_never_timed_out_waiting_for_headers() {
         "the slow watch must be served, not 504"
     );
     // A short request to the same slow upstream does get the 504.
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/x/configmaps/y",
@@ -223,9 +175,9 @@ fn watches_are_never_timed_out_waiting_for_headers() {
 /// root, as CI runs).
 #[test]
 fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
+    use crate::support::harness::{eventually, free_port, wait_for};
+    use crate::support::http::once;
     use cborgate_standin::{StandIn, StandInOptions};
-    use support::harness::{eventually, free_port, wait_for};
-    use support::http::once;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -300,14 +252,9 @@ fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
     assert_eq!(once(admin, "GET", "/healthz", &[], None).status, 200);
     // The name resolves now.
     std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {name}\n")).unwrap();
-    let t = std::time::Instant::now();
-    while once(proxy, "GET", CM, &accept, None).status != 200 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "service did not resume"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(10, "service resumed", || {
+        once(proxy, "GET", CM, &accept, None).status == 200
+    });
     // More requests than the admission limit, one after another: no slot leaked.
     for _ in 0..limit * 5 {
         assert_eq!(once(proxy, "GET", CM, &accept, None).status, 200);

@@ -2,8 +2,7 @@
 //! into random pieces (down to single bytes) never changes the output; random
 //! bytes never panic either direction.
 
-mod support;
-
+use crate::support::bodies::same;
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions,
     StringMode,
@@ -39,25 +38,6 @@ fn arb_json() -> impl Strategy<Value = Value> {
                 .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
-}
-
-/// Value equality with numbers compared as float64 (integral floats come back
-/// as integers, as WIRE.md §2 says).
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x.as_f64().map(f64::to_bits) == y.as_f64().map(f64::to_bits)
-                || x.as_f64() == y.as_f64() && x.as_f64() != Some(0.0)
-                || (x.as_f64() == Some(0.0) && y.as_f64() == Some(0.0))
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
 }
 
 fn cuts(len: usize, seeds: &[usize]) -> Vec<usize> {

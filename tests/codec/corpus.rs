@@ -1,12 +1,10 @@
 //! Acceptance: every recorded object with `b.json` and `b.cbor` round-trips
 //! through the codec exactly as a CBOR-enabled kube-apiserver wrote it.
 
-mod support;
-
+use crate::support::*;
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions, StringMode,
 };
-use support::*;
 
 fn cases() -> Vec<(String, bool)> {
     let dir = data().join("corpus/objects");

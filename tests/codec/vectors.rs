@@ -3,11 +3,10 @@
 //! (where Kubernetes re-encodes without a float) JSON → CBOR gives back
 //! Kubernetes' re-encoding, map order aside.
 
-mod support;
-
+use crate::support::bodies::same;
+use crate::support::*;
 use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
 use serde_json::Value;
-use support::*;
 
 /// Decode a Go literal from the expectations file (`"\x01"`, `int64(1)`, …)
 /// into the JSON value `encoding/json` would print. `None`: use the RFC value.
@@ -43,19 +42,6 @@ fn go_literal(go: &str) -> Option<Value> {
         _ => {}
     }
     go.parse::<f64>().ok().map(|f| serde_json::json!(f))
-}
-
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
 }
 
 #[test]

@@ -3,46 +3,13 @@
 //! both what the client got and what the upstream received. One test (or
 //! group) per row of WIRE.md §1 and §4.
 
-mod support;
-
-use cborgate::codec::{cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions};
+use crate::support::bodies::{cbor, decode, decode_seq};
+use crate::support::harness::{config_file, eventually, Harness};
+use crate::support::http::{once, Conn, Resp};
 use serde_json::{json, Value};
 use std::io::Write;
-use support::harness::{eventually, Harness};
-use support::http::{once, Conn, Resp};
 
 const CBOR: &str = "application/cbor";
-
-fn cbor(v: &Value) -> Vec<u8> {
-    json_to_cbor(v.to_string().as_bytes(), JsonToCborOptions::default()).unwrap()
-}
-
-/// Decode a CBOR body (or fail the test with its bytes).
-fn decode(r: &Resp) -> Value {
-    assert_eq!(
-        &r.body[..3],
-        &[0xd9, 0xd9, 0xf7],
-        "self-described CBOR, got {:?}",
-        String::from_utf8_lossy(&r.body)
-    );
-    let json = cbor_to_json(&r.body, CborToJsonOptions::default()).expect("valid CBOR");
-    serde_json::from_slice(&json).unwrap()
-}
-
-fn decode_seq(bytes: &[u8]) -> Vec<Value> {
-    let json = cbor_to_json(
-        bytes,
-        CborToJsonOptions {
-            sequence: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    json.split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .collect()
-}
 
 fn cm(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v", "n": "1"}})
@@ -197,7 +164,8 @@ fn row_other_cbor_patch_types_get_415_from_cborgate() {
     // A CBOR client gets the router's Status in JSON, indented, byte for byte what a
     // CBOR-enabled kube-apiserver 1.36.2 sends (native-1.36 `patch-merge-cbor`).
     let recorded =
-        std::fs::read(support::data().join("corpus/native-1.36/patch-merge-cbor.body")).unwrap();
+        std::fs::read(crate::support::data().join("corpus/native-1.36/patch-merge-cbor.body"))
+            .unwrap();
     for ct in ["application/merge-patch+cbor", "application/cbor"] {
         let r = once(
             h.proxy,
@@ -392,7 +360,7 @@ fn row_table_is_refused_in_cbor_and_falls_back_to_json() {
     );
     assert_eq!(r.status, 406);
     let recorded =
-        std::fs::read(support::data().join("corpus/exchanges/b-table-cbor.body")).unwrap();
+        std::fs::read(crate::support::data().join("corpus/exchanges/b-table-cbor.body")).unwrap();
     assert_eq!(r.body, recorded, "the CBOR-enabled apiserver's exact 406");
     assert!(h.standin().requests().is_empty());
     let r = once(h.proxy, "GET", CMS, &[("Accept", "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9")], None);
@@ -456,7 +424,8 @@ fn row_discovery() {
     // group's discovery, byte for byte (native-1.36 `disc-apis-cr-v1`), and a client that
     // also takes JSON gets JSON, which the upstream is asked for by name.
     let recorded =
-        std::fs::read(support::data().join("corpus/native-1.36/disc-apis-cr-v1.body")).unwrap();
+        std::fs::read(crate::support::data().join("corpus/native-1.36/disc-apis-cr-v1.body"))
+            .unwrap();
     for path in ["/api/v1", "/apis/corpus.example.com/v1"] {
         h.standin().clear_requests();
         let r = once(h.proxy, "GET", path, &[("Accept", CBOR)], None);
@@ -602,11 +571,8 @@ fn status_400_for_malformed_cbor_and_413_for_big_bodies() {
 
 #[test]
 fn status_503_when_the_upstream_is_unreachable() {
-    let port = support::harness::free_port();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{port}"), "legacy", &[], rt);
+    let port = crate::support::harness::free_port();
+    let h = Harness::proxy_to(&format!("http://{port}"), "legacy", &[]);
     let r = once(h.proxy, "GET", CMS, &[("Accept", CBOR)], None);
     assert_eq!(r.status, 503);
     assert_eq!(r.header("retry-after"), Some("1"));
@@ -631,19 +597,8 @@ fn status_504_when_the_upstream_sends_no_headers_in_time() {
             held.push(s);
         }
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let dir = std::env::temp_dir().join(format!("cborgate-504-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("c.toml");
-    std::fs::write(&conf, "[upstream]\nresponse_header_timeout_seconds = 1\n").unwrap();
-    let h = Harness::proxy_to(
-        &format!("http://{addr}"),
-        "legacy",
-        &["--config", conf.to_str().unwrap()],
-        rt,
-    );
+    let conf = config_file("[upstream]\nresponse_header_timeout_seconds = 1\n");
+    let h = Harness::proxy_to(&format!("http://{addr}"), "legacy", &["--config", &conf]);
     let t = std::time::Instant::now();
     let r = once(
         h.proxy,
@@ -782,20 +737,7 @@ fn passthrough_is_byte_identical_to_direct_traffic() {
 fn metrics_families_exist_and_move() {
     let h = Harness::start("legacy", &[]);
     let text = h.metrics();
-    for family in [
-        "cborgate_requests_total",
-        "cborgate_request_duration_seconds",
-        "cborgate_codec_duration_seconds",
-        "cborgate_codec_bytes_total",
-        "cborgate_fallbacks_total",
-        "cborgate_unsupported_media_type_total",
-        "cborgate_not_acceptable_total",
-        "cborgate_transcode_errors_total",
-        "cborgate_watch_streams_active",
-        "cborgate_watch_events_total",
-        "cborgate_upgrades_active",
-        "cborgate_build_info",
-    ] {
+    for family in cborgate::metrics::FAMILIES {
         assert!(
             text.contains(&format!("# TYPE {family} ")),
             "{family} missing at start-up"
@@ -905,7 +847,7 @@ fn readyz_turns_503_within_seconds_of_the_upstream_dying() {
 // ---- Fidelity to a CBOR-enabled kube-apiserver 1.36.2 (tests/data/corpus/native-1.36) ----
 
 fn recorded(case: &str) -> String {
-    let path = support::data().join(format!("corpus/native-1.36/{case}.body"));
+    let path = crate::support::data().join(format!("corpus/native-1.36/{case}.body"));
     String::from_utf8(std::fs::read(path).unwrap()).unwrap()
 }
 
@@ -965,15 +907,12 @@ fn the_routers_406_is_the_cbor_enabled_servers() {
 /// its router would refuse CBOR.
 #[test]
 fn pod_logs_with_a_cbor_accept_are_served() {
-    let upstream = support::harness::fake_upstream(|w| {
+    let upstream = crate::support::harness::fake_upstream(|w| {
         let _ = w.write_all(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nhello\n",
         );
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[]);
     let r = once(
         h.proxy,
         "GET",
@@ -1020,13 +959,10 @@ fn filter_and_router_errors_stay_json() {
         (404, format!("{CMS}/nope")),
     ] {
         let body = status_of(code);
-        let upstream = support::harness::fake_upstream(move |w| {
+        let upstream = crate::support::harness::fake_upstream(move |w| {
             let _ = write!(w, "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
         });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+        let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[]);
         let r = once(h.proxy, "GET", &path, &[("Accept", CBOR)], None);
         assert_eq!(r.status, code, "{path}");
         let handler_404 = code == 404 && !path.contains("watch");

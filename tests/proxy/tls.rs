@@ -2,8 +2,7 @@
 //! watch exactly as over HTTP/1.1; the upstream is reached over TLS verified
 //! with a CA made in the test, presenting a client certificate.
 
-mod support;
-
+use crate::support::harness::{eventually, Harness};
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
@@ -11,7 +10,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use support::harness::{eventually, Harness};
 
 struct Pki {
     dir: PathBuf,
@@ -184,7 +182,7 @@ fn http2_over_tls_downstream_gets_cbor_and_cbor_watches() {
         .await;
         assert_eq!(status, 200);
         assert_eq!(ct, "application/json");
-        let direct = support::http::once(
+        let direct = crate::support::http::once(
             h.upstream,
             "GET",
             "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -256,9 +254,6 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     let base = Harness::start("legacy", &[]);
     let (tls_addr, seen) = tls_upstream(&p, base.upstream, &base.rt);
     let url = format!("https://localhost:{}", tls_addr.port());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let h = Harness::proxy_to(
         &url,
         "legacy",
@@ -270,9 +265,8 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
             "--upstream-client-key",
             &path(&p.dir, "client.key"),
         ],
-        rt,
     );
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -293,16 +287,8 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     assert_eq!(up.header("authorization"), Some("Bearer abc"));
 
     // Without the client certificate the upstream refuses the handshake: 503.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(
-        &url,
-        "legacy",
-        &["--upstream-ca", &path(&p.dir, "ca.pem")],
-        rt,
-    );
-    let r = support::http::once(
+    let h = Harness::proxy_to(&url, "legacy", &["--upstream-ca", &path(&p.dir, "ca.pem")]);
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -312,9 +298,6 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     assert_eq!(r.status, 503);
     // And with an unknown CA, verification fails: 503 too.
     let other = pki("other");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let h = Harness::proxy_to(
         &url,
         "legacy",
@@ -326,9 +309,8 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
             "--upstream-client-key",
             &path(&p.dir, "client.key"),
         ],
-        rt,
     );
-    let r = support::http::once(
+    let r = crate::support::http::once(
         h.proxy,
         "GET",
         "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -484,9 +466,6 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
     std::fs::create_dir_all(&dir).unwrap();
     let ca = dir.join("ca.pem");
     std::fs::copy(wrong.dir.join("ca.pem"), &ca).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let h = Harness::proxy_to(
         &format!("https://localhost:{}", tls_addr.port()),
         "legacy",
@@ -498,10 +477,9 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
             "--upstream-client-key",
             &path(&p.dir, "client.key"),
         ],
-        rt,
     );
     let get = |h: &Harness| {
-        support::http::once(
+        crate::support::http::once(
             h.proxy,
             "GET",
             "/api/v1/namespaces/demo/configmaps/demo-config",
@@ -510,11 +488,11 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
         )
         .status
     };
-    let ready = |h: &Harness| support::http::once(h.admin, "GET", "/readyz", &[], None);
-    // The wrong CA: TCP connects, the handshake fails, so /readyz says so.
-    // (Before the first probe, /readyz is 503 too, "not probed yet": wait for the probe's
-    // own verdict.)
-    eventually(10, "/readyz 503 from a failed handshake", || {
+    let ready = |h: &Harness| crate::support::http::once(h.admin, "GET", "/readyz", &[], None);
+    // The wrong CA: TCP connects, the handshake fails, so /readyz says so. Polled for
+    // the reason too: before the first probe /readyz is a 503 as well ("the upstream
+    // has not been probed yet"), which once made this test fail.
+    eventually(10, "/readyz 503 with the wrong CA", || {
         let r = ready(&h);
         r.status == 503 && String::from_utf8_lossy(&r.body).contains("cannot connect")
     });

@@ -4,16 +4,14 @@
 //! terminal (a container's log file). And client noise (failed TLS handshakes, probes,
 //! hang-ups) is counted in `cborgate_client_errors_total`, not logged as an error.
 
-mod support;
-
+use crate::support::harness::Harness;
+use crate::support::http::once;
 use cborgate_standin::StandInOptions;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-use support::harness::Harness;
-use support::http::once;
 
 const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 
@@ -201,12 +199,11 @@ fn client_noise_is_counted_and_logged_only_at_debug_level() {
         }) && seen.iter().any(|l| l.contains("kind=disconnect"))
     });
     // Counted just after the line is written: poll.
-    let deadline = Instant::now() + Duration::from_secs(20);
     let counted = |kind: &str| h.metric("cborgate_client_errors_total", &[("kind", kind)]);
-    while counted("tls_handshake") < 2.0 || counted("disconnect") < 1.0 {
-        assert!(Instant::now() < deadline, "not counted:\n{}", h.metrics());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seen = crate::support::harness::poll(Duration::from_secs(20), || {
+        (counted("tls_handshake") >= 2.0 && counted("disconnect") >= 1.0).then_some(())
+    });
+    assert!(seen.is_some(), "not counted:\n{}", h.metrics());
     let all = lines.all(&mut h);
     let text = all.join("\n");
     assert!(
