@@ -396,47 +396,4 @@ mod tests {
         let none = UpstreamTls::load("", "", "").unwrap();
         assert!(none.ca().is_none() && none.client().is_none());
     }
-
-    /// A self-signed certificate and its key for `cn`, as PEM files in `dir`.
-    fn pair(dir: &std::path::Path, cn: &str) -> (String, String) {
-        let c = rcgen::generate_simple_self_signed(vec![cn.to_string()]).unwrap();
-        let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
-        std::fs::write(&cert, c.cert.pem()).unwrap();
-        std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
-        let s = |p: std::path::PathBuf| p.to_str().unwrap().to_string();
-        (s(cert), s(key))
-    }
-
-    #[test]
-    fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
-        let dir =
-            std::env::temp_dir().join(format!("cborgate-reload-client-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert, key) = pair(&dir, "first");
-        let tls = UpstreamTls::load("", &cert, &key).unwrap();
-        let mut r = Reloader::new(None, &tls, "", Some((cert.clone(), key.clone())));
-        let first = tls.client().unwrap().serial();
-        r.check(false);
-        assert_eq!(
-            (tls.generation(), tls.client().unwrap().serial()),
-            (0, first.clone()),
-            "nothing changed"
-        );
-        pair(&dir, "second");
-        r.check(false);
-        let second = tls.client().unwrap().serial();
-        assert_ne!(second, first);
-        assert_eq!(tls.generation(), 1);
-        // A key that does not match the certificate: refused, the second pair stays.
-        let other = rcgen::KeyPair::generate().unwrap();
-        std::fs::write(&key, other.serialize_pem()).unwrap();
-        r.check(false);
-        assert_eq!(
-            (tls.generation(), tls.client().unwrap().serial()),
-            (1, second.clone())
-        );
-        // SIGHUP reloads even what did not change (and fails again here, harmlessly).
-        r.check(true);
-        assert_eq!(tls.client().unwrap().serial(), second);
-    }
 }

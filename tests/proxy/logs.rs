@@ -147,21 +147,10 @@ fn text_logs_to_a_pipe_carry_no_colour_escapes() {
     );
 }
 
-/// A self-signed certificate and key for localhost, as PEM files.
-fn self_signed(tag: &str) -> (String, String) {
-    let dir = std::env::temp_dir().join(format!("cborgate-logs-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert, c.cert.pem()).unwrap();
-    std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
-    let s = |p: std::path::PathBuf| p.to_str().unwrap().to_string();
-    (s(cert), s(key))
-}
-
 #[test]
 fn client_noise_is_counted_and_logged_only_at_debug_level() {
-    let (cert, key) = self_signed("noise");
+    let dir = std::env::temp_dir().join(format!("cborgate-logs-noise-{}", std::process::id()));
+    let (cert, key) = crate::support::pki::self_signed(&dir, "server", "localhost");
     let tls = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
     let env = [("RUST_LOG", "info,cborgate::client=debug")];
     let mut h = Harness::start_env("legacy", &tls, StandInOptions::default(), &env, true);

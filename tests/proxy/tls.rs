@@ -523,3 +523,36 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
     });
     assert_eq!(get(&h), 200);
 }
+
+/// The upstream client certificate reloads when its files change, a key that does not
+/// match its certificate is refused (the previous pair stays), and a forced reload
+/// (SIGHUP's) loads even what did not change.
+#[test]
+fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
+    use cborgate::reload::{Reloader, UpstreamTls};
+    let dir = std::env::temp_dir().join(format!("cborgate-reload-client-{}", std::process::id()));
+    let (cert, key) = crate::support::pki::self_signed(&dir, "client", "first");
+    let tls = UpstreamTls::load("", &cert, &key).unwrap();
+    let mut r = Reloader::new(None, &tls, "", Some((cert.clone(), key.clone())));
+    let first = tls.client().unwrap().serial();
+    r.check(false);
+    assert_eq!(
+        (tls.generation(), tls.client().unwrap().serial()),
+        (0, first.clone()),
+        "nothing changed"
+    );
+    crate::support::pki::self_signed(&dir, "client", "second");
+    r.check(false);
+    let second = tls.client().unwrap().serial();
+    assert_ne!(second, first);
+    assert_eq!(tls.generation(), 1);
+    let other = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(&key, other.serialize_pem()).unwrap();
+    r.check(false);
+    assert_eq!(
+        (tls.generation(), tls.client().unwrap().serial()),
+        (1, second.clone())
+    );
+    r.check(true);
+    assert_eq!(tls.client().unwrap().serial(), second);
+}

@@ -290,4 +290,5 @@ pub fn json_canon(text: &[u8]) -> Vec<J> {
 pub mod bodies;
 pub mod harness;
 pub mod http;
+pub mod pki;
 pub mod scenario;
