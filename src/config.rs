@@ -79,7 +79,7 @@ pub struct ServerConfig {
     /// once (429 beyond; 0 = no limit).
     pub max_long_running_requests: usize,
     /// Gzip large transcoded CBOR answers for clients that accept gzip, as a CBOR-enabled
-    /// kube-apiserver does (128 KiB and up, level 1, never watches).
+    /// kube-apiserver does (over 128 KiB, level 1, never watches).
     pub compress_responses: bool,
 }
 

@@ -1,18 +1,19 @@
 //! Response compression, as a CBOR-enabled kube-apiserver does it
 //! (`responsewriters/writers.go`, `deferredResponseWriter`): gzip at level 1 for a
-//! client whose `Accept-Encoding` takes gzip, when the body is at least 128 KiB;
+//! client whose `Accept-Encoding` takes gzip, when the body is more than 128 KiB;
 //! watches never. Pure: the proxy only carries it out.
 //!
 //! The apiserver holds the response head until it has seen the first write, so it
 //! knows the size; cborgate writes the head before any of the body has arrived, so it
-//! decides from the upstream's JSON `Content-Length` when there is one (JSON of at least
+//! decides from the upstream's JSON `Content-Length` when there is one (JSON of more than
 //! 128 KiB: the CBOR is about 20% smaller, so a JSON body just above the threshold may
 //! make CBOR just below it, compressed where the apiserver would not), and compresses
 //! a body of unknown length (chunked) whenever the client takes gzip. Go's net/http
 //! sends a `Content-Length` for bodies it wrote in one buffer (up to 4 KiB) and chunks
 //! the rest, so a body between 4 and 128 KiB is compressed where the apiserver would not.
 
-/// `defaultGzipThresholdBytes`: bodies smaller than this go uncompressed.
+/// `defaultGzipThresholdBytes`: bodies up to this long go uncompressed (the apiserver
+/// compresses when its first write is longer: `len(p) > defaultGzipThresholdBytes`).
 pub const GZIP_THRESHOLD: u64 = 128 * 1024;
 
 /// `defaultGzipContentEncodingLevel`: `gzip.BestSpeed`.
@@ -20,9 +21,9 @@ pub const GZIP_LEVEL: u32 = 1;
 
 /// Whether an `Accept-Encoding` value (all lines joined with `", "`) takes gzip: a
 /// `gzip` (or `x-gzip`, or `*`) coding with a non-zero `q`. An explicit `gzip;q=0`
-/// refuses it whatever `*` says. (The apiserver itself looks for the substring `gzip`
-/// in each comma-separated token, so it would gzip for `gzip;q=0`; RFC 9110 says
-/// that refuses gzip, and cborgate follows the RFC.)
+/// refuses it whatever `*` says. (The apiserver itself, `negotiateContentEncoding`,
+/// takes only a bare `gzip` token: not `gzip;q=1`, `x-gzip` or `*`. client-go sends a
+/// bare `gzip`, which both read alike; for the rest cborgate follows RFC 9110.)
 pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
     let Some(value) = accept_encoding else {
         return false;
@@ -62,10 +63,9 @@ fn q_is_positive(v: &str) -> bool {
 
 /// Whether a transcoded (non-watch) response is compressed: `client_gzip` (the client
 /// takes gzip and compression is on, [`Plan::client_gzip`](super::Plan::client_gzip)),
-/// and the upstream's body is at least [`GZIP_THRESHOLD`] long or of
-/// unknown length.
+/// and the upstream's body is longer than [`GZIP_THRESHOLD`] or of unknown length.
 pub fn compresses(client_gzip: bool, upstream_len: Option<u64>) -> bool {
-    client_gzip && upstream_len.is_none_or(|n| n >= GZIP_THRESHOLD)
+    client_gzip && upstream_len.is_none_or(|n| n > GZIP_THRESHOLD)
 }
 
 #[cfg(test)]
@@ -112,8 +112,8 @@ mod tests {
         let cases: &[(bool, Option<u64>, bool)] = &[
             // (client takes gzip and compression is on, upstream Content-Length) → gzip
             (true, None, true),
-            (true, Some(T), true),
             (true, Some(T + 1), true),
+            (true, Some(T), false),
             (true, Some(T - 1), false),
             (true, Some(0), false),
             (false, None, false),

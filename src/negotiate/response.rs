@@ -37,7 +37,7 @@ pub struct OnResponse {
     pub format: &'static str,
     /// Gzip the transcoded body (`Content-Encoding: gzip`, `Vary: Accept-Encoding`): a
     /// CBOR answer, not a watch, for a client that takes gzip, from an upstream body of
-    /// at least 128 KiB or of unknown length ([`encoding::compresses`]).
+    /// more than 128 KiB or of unknown length ([`encoding::compresses`]).
     pub gzip: bool,
 }
 
@@ -283,8 +283,8 @@ mod tests {
     #[test]
     fn gzip_decisions_table() {
         use UpstreamMode::*;
-        const BIG: Option<u64> = Some(crate::negotiate::encoding::GZIP_THRESHOLD);
-        const SMALL: Option<u64> = Some(crate::negotiate::encoding::GZIP_THRESHOLD - 1);
+        const BIG: Option<u64> = Some(crate::negotiate::encoding::GZIP_THRESHOLD + 1);
+        const SMALL: Option<u64> = Some(crate::negotiate::encoding::GZIP_THRESHOLD);
         let gz = |mut h: RequestHead<'static>, ae: Option<&'static str>| {
             h.accept_encoding = ae;
             h.compress_responses = true;

@@ -237,9 +237,9 @@ impl Exchange {
             resp.insert_header("Transfer-Encoding", "chunked")?;
         }
         if decision.gzip {
-            // As the apiserver's deferredResponseWriter sets them.
+            // As the apiserver's deferredResponseWriter sets them (Vary added, not set).
             resp.insert_header("Content-Encoding", "gzip")?;
-            resp.insert_header("Vary", "Accept-Encoding")?;
+            resp.append_header("Vary", "Accept-Encoding")?;
             self.gzip = Some(Gzip::default());
         }
         let (codec, watch) = match decision.action {
