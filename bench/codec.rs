@@ -7,7 +7,7 @@
 //! cargo bench --bench codec -- podlist-100  # only this scenario
 //! cargo bench --bench codec -- --iters 5    # each path exactly 5 times, untimed
 //! cargo bench --bench codec -- --only j2c,c2j   # only these paths (for profiling):
-//!                             # j2c j2c-dd c2j-dd c2j validate naive oneshot
+//!                             # j2c j2c-dd c2j-dd c2j validate naive j2c-gz oneshot
 //! ```
 //!
 //! Inputs are generated (deterministically, see `gen.rs`): pod lists of 1, 100
@@ -25,7 +25,12 @@
 //! - `validate`: `serde_json::from_slice::<IgnoredAny>` (per event for the
 //!   stream): the cost of merely checking the JSON;
 //! - `naive`: `serde_json::from_slice::<Value>` and a recursive minicbor
-//!   encoder (strings as byte strings, tag 55799 like the codec).
+//!   encoder (strings as byte strings, tag 55799 like the codec);
+//! - `J→C+gz`: `J→C`, then the proxy's gzip stage (`cborgate::proxy::body::Gzip`,
+//!   level 1, a fresh encoder per body as per response) over the CBOR: the cost of
+//!   compressing a large answer for a client that takes gzip, next to the transcode
+//!   alone. Not for the watch stream (watches are never compressed); the one-shot
+//!   table gives the gzipped size.
 //!
 //! Throughput is input JSON bytes per second (MB = 10^6 bytes): the best of
 //! 150 runs of at least 10 ms each, the paths taking turns (see
@@ -48,6 +53,7 @@ use std::time::{Duration, Instant};
 use cborgate::codec::{
     cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions,
 };
+use cborgate::proxy::body::Gzip;
 use minicbor::Encoder;
 use serde_json::Value;
 
@@ -226,6 +232,13 @@ fn run_j2c(t: &mut JsonToCbor, json: &[u8], out: &mut Vec<u8>) {
     black_box(out.len());
 }
 
+/// `J→C`, then the CBOR through a fresh gzip stage; returns the gzipped size.
+fn run_j2c_gz(t: &mut JsonToCbor, json: &[u8], out: &mut Vec<u8>) -> usize {
+    run_j2c(t, json, out);
+    let gz = Gzip::default().chunk(out, true).expect("gzip");
+    black_box(gz.len())
+}
+
 fn run_c2j(t: &mut CborToJson, cbor: &[u8], out: &mut Vec<u8>) {
     t.reset();
     out.clear();
@@ -323,17 +336,18 @@ struct Scenario {
 /// The order in which the paths take their turns in a round, as indexes
 /// into [`PATHS`]: `validate` between `J→C` and `C→J dd`, so that the runs
 /// each of the two main ratios pairs are next to each other in time
-/// (J→C, validate, C→J dd, C→J, J→C dd, naive).
-const RUN_ORDER: [usize; 6] = [0, 4, 2, 3, 1, 5];
+/// (J→C, validate, C→J dd, C→J, J→C dd, naive, J→C+gz).
+const RUN_ORDER: [usize; 7] = [0, 4, 2, 3, 1, 5, 6];
 
 /// The measured paths, in table order: (name for `--only`, column title).
-const PATHS: [(&str, &str); 6] = [
+const PATHS: [(&str, &str); 7] = [
     ("j2c", "J→C"),
     ("j2c-dd", "J→C dd"),
     ("c2j-dd", "C→J dd"),
     ("c2j", "C→J"),
     ("validate", "validate"),
     ("naive", "naive"),
+    ("j2c-gz", "J→C+gz"),
 ];
 
 fn path_index(path: &str) -> usize {
@@ -359,7 +373,9 @@ struct Row {
     mb: f64,
     cbor_mb: f64,
     /// Per path of [`PATHS`]: MB/s and allocations per document.
-    m: [Measured; 6],
+    m: [Measured; 7],
+    /// The CBOR gzipped by the proxy's stage (NaN for a watch: never compressed).
+    gz_mb: f64,
     oneshot_j2c: f64,
     oneshot_c2j: f64,
 }
@@ -442,26 +458,37 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
         ..c2j_opts(watch, cbor.len())
     });
     let docs = s.docs as f64;
-    let (mut o1, mut o2, mut o3, mut o4, mut o5) = (
+    let (mut o1, mut o2, mut o3, mut o4, mut o5, mut o6) = (
+        out.clone(),
         out.clone(),
         out.clone(),
         out.clone(),
         out.clone(),
         out.clone(),
     );
+    let mut j2c_gz = JsonToCbor::new(j2c_opts(watch, false));
+    let gz_mb = if watch {
+        f64::NAN
+    } else {
+        run_j2c_gz(&mut j2c_gz, json, &mut o6) as f64 / 1e6
+    };
     let mut f_j2c = || run_j2c(&mut j2c, json, &mut o1);
     let mut f_j2c_dd = || run_j2c(&mut j2c_dd, json, &mut o2);
     let mut f_c2j_dd = || run_c2j(&mut c2j, &cbor, &mut o3);
     let mut f_c2j = || run_c2j(&mut c2j_nd, &cbor, &mut o4);
     let mut f_validate = || validate(json, watch);
     let mut f_naive = || naive(json, watch, &mut o5);
-    let mut all: [Option<&mut dyn FnMut()>; 6] = [
+    let mut f_j2c_gz = || {
+        run_j2c_gz(&mut j2c_gz, json, &mut o6);
+    };
+    let mut all: [Option<&mut dyn FnMut()>; 7] = [
         Some(&mut f_j2c),
         Some(&mut f_j2c_dd),
         Some(&mut f_c2j_dd),
         Some(&mut f_c2j),
         Some(&mut f_validate),
         Some(&mut f_naive),
+        (!watch).then_some(&mut f_j2c_gz as &mut dyn FnMut()),
     ];
     let mut chosen = Vec::new();
     let mut which = Vec::new();
@@ -474,7 +501,7 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
         }
     }
     let got = measure_all(cfg, n, &mut chosen);
-    let mut m: [Measured; 6] = std::array::from_fn(|_| Measured {
+    let mut m: [Measured; 7] = std::array::from_fn(|_| Measured {
         rate: f64::NAN,
         allocs: f64::NAN,
         rounds: Vec::new(),
@@ -503,6 +530,7 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
         mb: n as f64 / 1e6,
         cbor_mb: cbor.len() as f64 / 1e6,
         m,
+        gz_mb,
         oneshot_j2c: o_j2c,
         oneshot_c2j: o_c2j,
     }
@@ -532,10 +560,10 @@ fn print_tables(rows: &[Row]) {
     for (_, title) in PATHS {
         head += &format!(" | {title}");
     }
-    head += " | J→C / validate | C→J dd / validate | C→J / validate | J→C / naive | C→J dd / naive | allocs/doc (codec) | allocs/doc (naive) |";
+    head += " | J→C / validate | C→J dd / validate | C→J / validate | J→C / naive | C→J dd / naive | J→C+gz / J→C | allocs/doc (codec) | allocs/doc (naive) |";
     println!("{head}");
     println!(
-        "|---|---:{}|---:|---:|---:|---:|---:|:---:|---:|",
+        "|---|---:{}|---:|---:|---:|---:|---:|---:|:---:|---:|",
         "|---:".repeat(PATHS.len())
     );
     for r in rows {
@@ -544,12 +572,13 @@ fn print_tables(rows: &[Row]) {
             line += &format!(" | {:.0}", r.m[k].rate);
         }
         line += &format!(
-            " | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} · {} · {} · {} | {} |",
+            " | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} · {} · {} · {} | {} |",
             r.ratio("j2c", "validate"),
             r.ratio("c2j-dd", "validate"),
             r.ratio("c2j", "validate"),
             r.ratio("j2c", "naive"),
             r.ratio("c2j-dd", "naive"),
+            r.ratio("j2c-gz", "j2c"),
             fmt_allocs(r.allocs("j2c")),
             fmt_allocs(r.allocs("j2c-dd")),
             fmt_allocs(r.allocs("c2j-dd")),
@@ -583,13 +612,14 @@ fn print_tables(rows: &[Row]) {
         "One-shot helpers (a fresh transcoder and output `Vec` per body), allocations per body:"
     );
     println!();
-    println!("| scenario | CBOR MB | `json_to_cbor` | `cbor_to_json` |");
-    println!("|---|---:|---:|---:|");
+    println!("| scenario | CBOR MB | gzipped MB | `json_to_cbor` | `cbor_to_json` |");
+    println!("|---|---:|---:|---:|---:|");
     for r in rows {
         println!(
-            "| {} | {:.3} | {} | {} |",
+            "| {} | {:.3} | {:.3} | {} | {} |",
             r.name,
             r.cbor_mb,
+            r.gz_mb,
             fmt_allocs(r.oneshot_j2c),
             fmt_allocs(r.oneshot_c2j)
         );

@@ -78,6 +78,9 @@ pub struct ServerConfig {
     /// Long-running requests (watches, exec, attach, port-forward, followed logs) open at
     /// once (429 beyond; 0 = no limit).
     pub max_long_running_requests: usize,
+    /// Gzip large transcoded CBOR answers for clients that accept gzip, as a CBOR-enabled
+    /// kube-apiserver does (over 128 KiB, level 1, never watches).
+    pub compress_responses: bool,
 }
 
 impl Default for ServerConfig {
@@ -95,6 +98,7 @@ impl Default for ServerConfig {
             max_header_bytes: MAX_HEADER_BYTES,
             max_requests_inflight: 400,
             max_long_running_requests: 0,
+            compress_responses: true,
         }
     }
 }

@@ -28,6 +28,7 @@ pub const REPLAYABLE_BODY: u64 = 64 * 1024;
 /// Turn the legacy plan `p` into auto mode's: `learned` is what is known of
 /// this request's key, `declared_len` its `Content-Length`.
 pub(super) fn apply(p: &mut Plan, learned: Option<Learned>, declared_len: Option<u64>) {
+    p.upstream_speaks_cbor = learned == Some(Learned::SpeaksCbor);
     if let BodyAction::CborToJson { .. } = p.body {
         p.cbor_first = learned != Some(Learned::NeedsJson)
             && declared_len.is_some_and(|n| n <= REPLAYABLE_BODY);

@@ -13,10 +13,12 @@
 //! - [`auto`]: `auto` mode's CBOR-first body and `Accept`, from what was learned.
 //! - [`local`]: the Statuses cborgate answers itself outside the `Accept` table (limits,
 //!   admission, a bad body, failures on the way to the upstream).
+//! - [`encoding`]: whether a transcoded response is gzipped, as the apiserver does it.
 //! - [`response`]: what to do with the upstream's response head (transcode, pass
 //!   through, replay after a 415), what it teaches, and the format label.
 
 pub mod auto;
+pub mod encoding;
 mod go_float;
 mod go_sort;
 pub mod local;

@@ -14,6 +14,7 @@
 //! and the router checks `Content-Type` before `Accept` (`a-apply-cbor`).
 
 use super::auto::{self, CapabilityKey, Learned};
+use super::encoding;
 use super::media::{
     accept_without_cbor, router_accepts, router_not_acceptable_message, AcceptHeader, ContentType,
     Format, Negotiated, Offer, Restrictions, DISCOVERY_NOT_ACCEPTABLE_MESSAGE,
@@ -78,6 +79,10 @@ pub struct RequestHead<'a> {
     pub upgrade: bool,
     /// The declared body length (`Content-Length`), if any.
     pub declared_len: Option<u64>,
+    /// All `Accept-Encoding` values joined with `", "`.
+    pub accept_encoding: Option<&'a str>,
+    /// `server.compress_responses`: cborgate may gzip the responses it transcodes.
+    pub compress_responses: bool,
 }
 
 /// What to do with the request body.
@@ -184,6 +189,13 @@ pub struct Plan {
     pub cbor_first: bool,
     /// The mode it was planned in.
     pub mode: UpstreamMode,
+    /// The client takes gzip (`Accept-Encoding`, q-values honoured) and compression is
+    /// on: a large transcoded answer may be gzipped (see [`encoding`](super::encoding)).
+    pub client_gzip: bool,
+    /// `auto`: the upstream was seen answering CBOR for this request's key, so its
+    /// answer will most likely pass through: it keeps the client's `Accept-Encoding`,
+    /// and a CBOR-enabled server's gzip reaches the client untouched.
+    pub upstream_speaks_cbor: bool,
 }
 
 impl Plan {
@@ -199,10 +211,13 @@ impl Plan {
     }
 
     /// Whether the upstream request goes without `Accept-Encoding`: a body that may be
-    /// transcoded must arrive as identity-coded text.
+    /// transcoded must arrive as identity-coded text. Not in `auto` mode for a key whose
+    /// upstream speaks CBOR: its CBOR passes through, compressed as it came (a JSON
+    /// answer it gzips anyway then passes through as it came, unread).
     pub fn strips_accept_encoding(&self) -> bool {
-        self.response != ResponseAction::PassThrough
-            || self.error_response != ResponseAction::PassThrough
+        (self.response != ResponseAction::PassThrough
+            || self.error_response != ResponseAction::PassThrough)
+            && !self.upstream_speaks_cbor
     }
 
     /// The body action for the upstream request: none while a CBOR body goes up as CBOR
@@ -252,6 +267,7 @@ pub fn plan_with(
         UpstreamMode::Upgrade => emulation.upgrade_plan(),
     };
     p.mode = mode;
+    p.client_gzip = head.compress_responses && encoding::accepts_gzip(head.accept_encoding);
     p
 }
 
@@ -443,6 +459,8 @@ impl<'a> Emulation<'a> {
             long_running,
             cbor_first: false,
             mode: UpstreamMode::Legacy,
+            client_gzip: false,
+            upstream_speaks_cbor: false,
         }
     }
 
@@ -789,6 +807,8 @@ mod tests {
             content_type,
             upgrade: false,
             declared_len: None,
+            accept_encoding: None,
+            compress_responses: false,
         }
     }
 
@@ -1800,10 +1820,20 @@ mod tests {
             };
             assert_eq!(auto.upstream_accept, want_accept, "{what}");
             // Everything else is the legacy plan.
+            // What was learned of a CBOR answer keeps the client's Accept-Encoding, so a
+            // CBOR-enabled upstream's gzip passes through.
+            let speaks = learned == Some(Learned::SpeaksCbor);
+            assert_eq!(auto.upstream_speaks_cbor, speaks, "{what}");
+            assert_eq!(
+                auto.strips_accept_encoding(),
+                legacy.strips_accept_encoding() && !speaks,
+                "{what}"
+            );
             let rest = Plan {
                 cbor_first: legacy.cbor_first,
                 upstream_accept: legacy.upstream_accept.clone(),
                 mode: legacy.mode,
+                upstream_speaks_cbor: legacy.upstream_speaks_cbor,
                 ..auto.clone()
             };
             assert_eq!(rest, legacy, "{what}");
@@ -2375,6 +2405,8 @@ mod tests {
                         content_type: ct,
                         upgrade: false,
                         declared_len: None,
+                        accept_encoding: None,
+                        compress_responses: false,
                     });
                     check_invariants(&RequestHead {
                         method,
@@ -2384,6 +2416,8 @@ mod tests {
                         content_type: ct,
                         upgrade: true,
                         declared_len: Some(10),
+                        accept_encoding: None,
+                        compress_responses: false,
                     });
                 }
             }
@@ -2423,6 +2457,8 @@ mod tests {
                 content_type: Some(&content_type),
                 upgrade: round % 11 == 0,
                 declared_len: (round % 3 != 0).then_some(round * 37),
+                accept_encoding: None,
+                compress_responses: false,
             });
             check_invariants(&RequestHead {
                 method,
@@ -2432,7 +2468,35 @@ mod tests {
                 content_type: Some(&content_type),
                 upgrade: false,
                 declared_len: Some(round * 41),
+                accept_encoding: None,
+                compress_responses: false,
             });
+        }
+    }
+
+    /// (mode, Accept-Encoding, server.compress_responses) → client_gzip; the same for
+    /// every mode, since the response decides whether anything is transcoded.
+    #[test]
+    fn client_gzip_needs_the_client_and_the_configuration() {
+        use UpstreamMode::*;
+        #[rustfmt::skip]
+        let cases: &[(Option<&str>, bool, bool)] = &[
+            (Some("gzip"), true, true),
+            (Some("gzip"), false, false),
+            (Some("gzip;q=0"), true, false),
+            (Some("deflate"), true, false),
+            (Some("br, *"), true, true),
+            (None, true, false),
+        ];
+        for &(ae, on, want) in cases {
+            for mode in [Legacy, Auto, Native, Upgrade] {
+                let h = RequestHead {
+                    accept_encoding: ae,
+                    compress_responses: on,
+                    ..head("GET", CM, Some("application/cbor"), None)
+                };
+                assert_eq!(plan(&h, mode).client_gzip, want, "{mode:?} {ae:?} {on}");
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! the request is logged and counted with. Pure: the proxy only carries it out.
 
 use super::auto::Learned;
+use super::encoding;
 use super::media::Format;
 use super::plan::{Plan, ResponseAction};
 
@@ -16,6 +17,8 @@ pub struct ResponseHead<'a> {
     pub content_type: Option<&'a str>,
     /// The `Content-Encoding` value, if any.
     pub content_encoding: Option<&'a str>,
+    /// The `Content-Length`, if any (`None`: chunked, or read to the end).
+    pub content_length: Option<u64>,
 }
 
 /// The decision about one response head.
@@ -32,6 +35,10 @@ pub struct OnResponse {
     pub learned: Option<Learned>,
     /// The `response_format` label of the log line and the metrics.
     pub format: &'static str,
+    /// Gzip the transcoded body (`Content-Encoding: gzip`, `Vary: Accept-Encoding`): a
+    /// CBOR answer, not a watch, for a client that takes gzip, from an upstream body of
+    /// more than 128 KiB or of unknown length ([`encoding::compresses`]).
+    pub gzip: bool,
 }
 
 /// The media type of a `Content-Type` value: parameters cut, trimmed.
@@ -62,6 +69,7 @@ impl Plan {
                 action: ResponseAction::PassThrough,
                 learned: Some(Learned::NeedsJson),
                 format: self.response_format.as_str(),
+                gzip: false,
             };
         }
         let media = media_type(head.content_type);
@@ -107,11 +115,16 @@ impl Plan {
         } else {
             self.unanswered_format()
         };
+        // Only what cborgate makes CBOR is compressed here; a watch never is, as the
+        // apiserver never compresses one.
+        let gzip = action == ResponseAction::JsonToCbor { watch: false }
+            && encoding::compresses(self.client_gzip, head.content_length);
         OnResponse {
             replay: false,
             action,
             learned,
             format,
+            gzip,
         }
     }
 
@@ -145,7 +158,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::negotiate::plan::{plan, RequestHead, UpstreamMode};
+    use crate::negotiate::plan::{plan, plan_with, RequestHead, UpstreamMode};
     use ResponseAction::*;
 
     const CM: &str = "/api/v1/namespaces/ns/configmaps/c";
@@ -181,6 +194,7 @@ mod tests {
             status,
             content_type,
             content_encoding: encoding,
+            content_length: None,
         }
     }
 
@@ -241,6 +255,7 @@ mod tests {
                 action,
                 learned,
                 format,
+                gzip: false,
             };
             assert_eq!(
                 got, want,
@@ -262,5 +277,75 @@ mod tests {
             UpstreamMode::Legacy,
         );
         assert_eq!(p.unanswered_format(), "json");
+    }
+
+    /// (mode, request, Accept-Encoding, response, Content-Length) → gzip.
+    #[test]
+    fn gzip_decisions_table() {
+        use UpstreamMode::*;
+        const BIG: Option<u64> = Some(crate::negotiate::encoding::GZIP_THRESHOLD + 1);
+        const SMALL: Option<u64> = Some(crate::negotiate::encoding::GZIP_THRESHOLD);
+        let gz = |mut h: RequestHead<'static>, ae: Option<&'static str>| {
+            h.accept_encoding = ae;
+            h.compress_responses = true;
+            h
+        };
+        let list = req("GET", CMS, None, "application/cbor", None);
+        let watch = req("GET", CMS, Some("watch=1"), "application/cbor", None);
+        let json = req("GET", CMS, None, "application/json", None);
+        let off = RequestHead {
+            compress_responses: false,
+            ..gz(list, Some("gzip"))
+        };
+        #[rustfmt::skip]
+        let cases: Vec<(UpstreamMode, RequestHead, ResponseHead, Option<u64>, bool)> = vec![
+            // A transcoded LIST: compressed when large or of unknown length.
+            (Legacy, gz(list, Some("gzip")), resp(200, JSON, None), BIG, true),
+            (Legacy, gz(list, Some("gzip")), resp(200, JSON, None), None, true),
+            (Legacy, gz(list, Some("gzip")), resp(200, JSON, None), SMALL, false),
+            (Auto, gz(list, Some("gzip, deflate")), resp(200, JSON, None), BIG, true),
+            // Errors follow the same rule.
+            (Legacy, gz(list, Some("gzip")), resp(404, JSON, None), SMALL, false),
+            (Legacy, gz(list, Some("gzip")), resp(500, JSON, None), None, true),
+            // Not for a client that refuses gzip, nor with compression off.
+            (Legacy, gz(list, None), resp(200, JSON, None), BIG, false),
+            (Legacy, gz(list, Some("gzip;q=0")), resp(200, JSON, None), BIG, false),
+            (Legacy, gz(list, Some("identity")), resp(200, JSON, None), None, false),
+            (Legacy, off, resp(200, JSON, None), BIG, false),
+            // Never a watch.
+            (Legacy, gz(watch, Some("gzip")), resp(200, JSON, None), None, false),
+            (Legacy, gz(watch, Some("gzip")), resp(200, JSON, None), BIG, false),
+            // Never what passes through: JSON for a JSON client, the upstream's own CBOR
+            // (gzipped or not), an upstream gzip of JSON, native mode.
+            (Legacy, gz(json, Some("gzip")), resp(200, JSON, None), BIG, false),
+            (Auto, gz(list, Some("gzip")), resp(200, CBOR, Some("gzip")), BIG, false),
+            (Auto, gz(list, Some("gzip")), resp(200, CBOR, None), BIG, false),
+            (Legacy, gz(list, Some("gzip")), resp(200, JSON, Some("gzip")), None, false),
+            (Native, gz(list, Some("gzip")), resp(200, CBOR, None), BIG, false),
+            // Upgrade mode's JSON for JSON clients is not compressed.
+            (Upgrade, gz(json, Some("gzip")), resp(200, CBOR, None), BIG, false),
+        ];
+        for (mode, head, mut response, len, want) in cases {
+            response.content_length = len;
+            let got = plan(&head, mode).on_response(response, false);
+            assert_eq!(got.gzip, want, "{mode:?} {head:?} → {response:?}");
+        }
+    }
+
+    /// A CBOR-enabled upstream's gzipped CBOR passes through with its encoding.
+    #[test]
+    fn an_upstreams_gzipped_cbor_passes_through() {
+        let h = RequestHead {
+            accept_encoding: Some("gzip"),
+            ..req("GET", CMS, None, "application/cbor", None)
+        };
+        let p = plan_with(&h, UpstreamMode::Auto, |_| Some(Learned::SpeaksCbor));
+        assert!(!p.strips_accept_encoding());
+        let got = p.on_response(resp(200, CBOR, Some("gzip")), false);
+        assert_eq!(got.action, PassThrough);
+        assert_eq!(got.format, "cbor");
+        assert!(!got.gzip);
+        // Without that knowledge the JSON must arrive identity-coded.
+        assert!(plan(&h, UpstreamMode::Auto).strips_accept_encoding());
     }
 }

@@ -115,6 +115,7 @@ impl Gate {
     fn plan(&self, session: &Session) -> (Plan, usize, Option<u64>) {
         let req = session.req_header();
         let (accept, content_type) = (header_list(req, "accept"), header_list(req, "content-type"));
+        let accept_encoding = header_list(req, "accept-encoding");
         let declared_len = req
             .headers
             .get("content-length")
@@ -128,6 +129,8 @@ impl Gate {
             content_type: content_type.as_deref(),
             upgrade: session.is_upgrade_req(),
             declared_len,
+            accept_encoding: accept_encoding.as_deref(),
+            compress_responses: self.config.server.compress_responses,
         };
         let p = plan_with(&head, self.mode, |key| self.caps.get(key));
         (p, request_head_bytes(req), declared_len)

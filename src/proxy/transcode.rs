@@ -5,9 +5,9 @@
 //! [`Plan::on_response`] decided, and runs the response body through the codec
 //! chunk by chunk. It decides nothing: every choice is the plan's.
 
-use super::body::BodyCodec;
+use super::body::{BodyCodec, Gzip};
 use crate::admission::Slot;
-use crate::codec::{CodecError, Limits, StringMode};
+use crate::codec::{Limits, StringMode};
 use crate::metrics::metrics;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
@@ -38,6 +38,8 @@ pub struct Exchange {
     request_codec: Option<BodyCodec>,
     request_json: Vec<u8>,
     response_codec: Option<BodyCodec>,
+    /// The gzip stage after the response codec, for an answer that is compressed.
+    gzip: Option<Gzip>,
     /// `auto`: the JSON replay after an upstream 415 is under way.
     pub replay: bool,
     /// The decision about the upstream's response head.
@@ -86,6 +88,7 @@ impl Default for Exchange {
             request_codec: None,
             request_json: Vec::new(),
             response_codec: None,
+            gzip: None,
             replay: false,
             response: None,
             local_error: None,
@@ -206,6 +209,7 @@ impl Exchange {
             status: resp.status.as_u16(),
             content_type: header(resp, "content-type"),
             content_encoding: header(resp, "content-encoding"),
+            content_length: header(resp, "content-length").and_then(|v| v.trim().parse().ok()),
         };
         let decision = p.on_response(head, self.replay);
         self.response = Some(decision);
@@ -232,6 +236,12 @@ impl Exchange {
         if chunked {
             resp.insert_header("Transfer-Encoding", "chunked")?;
         }
+        if decision.gzip {
+            // As the apiserver's deferredResponseWriter sets them (Vary added, not set).
+            resp.insert_header("Content-Encoding", "gzip")?;
+            resp.append_header("Vary", "Accept-Encoding")?;
+            self.gzip = Some(Gzip::default());
+        }
         let (codec, watch) = match decision.action {
             ResponseAction::JsonToCbor { watch } => (
                 BodyCodec::response(watch, s.window, s.strings, s.limits),
@@ -250,24 +260,32 @@ impl Exchange {
         Ok(())
     }
 
-    /// One piece of the response body, transcoded if the response is.
-    pub fn response_body(
-        &mut self,
-        body: &mut Option<Bytes>,
-        end: bool,
-    ) -> std::result::Result<(), CodecError> {
+    /// One piece of the response body, transcoded if the response is, then gzipped if
+    /// it is compressed. The error is the codec's
+    /// ([`CodecError`](crate::codec::CodecError)) or the encoder's.
+    pub fn response_body(&mut self, body: &mut Option<Bytes>, end: bool) -> std::io::Result<()> {
         if let Some(codec) = self.response_codec.as_mut() {
-            *body = Some(codec.chunk(body.as_ref(), end)?);
+            *body = Some(
+                codec
+                    .chunk(body.as_ref(), end)
+                    .map_err(std::io::Error::other)?,
+            );
+        }
+        if let Some(gzip) = self.gzip.as_mut() {
+            let plain = body.as_deref().unwrap_or_default();
+            *body = Some(gzip.chunk(plain, end)?);
         }
         Ok(())
     }
 
-    /// Time spent in the codec, both bodies.
+    /// Time spent in the codec, both bodies, and compressing the response.
     pub fn codec_time(&self) -> Duration {
+        let gzip = self.gzip.as_ref().map_or(Duration::ZERO, Gzip::time);
         [&self.request_codec, &self.response_codec]
             .iter()
             .filter_map(|c| c.as_ref())
             .map(BodyCodec::codec_time)
-            .sum()
+            .sum::<Duration>()
+            + gzip
     }
 }

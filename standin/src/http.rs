@@ -41,6 +41,13 @@ impl RequestHead {
             .map(|(_, v)| v.as_str())
     }
 
+    /// `negotiateContentEncoding`: the first `Accept-Encoding` line has a bare `gzip`
+    /// token (no parameters, no `x-gzip`, no `*`).
+    pub(crate) fn accepts_gzip(&self) -> bool {
+        self.header("accept-encoding")
+            .is_some_and(|v| v.split(',').any(|t| t.trim() == "gzip"))
+    }
+
     pub(crate) fn header_or_empty(&self, name: &str) -> &str {
         self.header(name).unwrap_or("")
     }
@@ -355,6 +362,20 @@ impl Conn {
         out.extend_from_slice(b"\r\n");
         self.stream.write_all(&out).await
     }
+}
+
+/// `defaultGzipThresholdBytes`: a body longer than this is gzipped for a client that asks.
+pub(crate) const GZIP_THRESHOLD: usize = 128 * 1024;
+
+/// `body` gzipped at `gzip.BestSpeed` (`defaultGzipContentEncodingLevel`).
+pub(crate) fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 4),
+        flate2::Compression::fast(),
+    );
+    e.write_all(body).expect("writes to a Vec");
+    e.finish().expect("writes to a Vec")
 }
 
 /// A complete response.

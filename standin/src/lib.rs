@@ -25,7 +25,11 @@
 //! patches (no conflict detection); managedFields are approximate. With CBOR on,
 //! `/api/v1` is served in CBOR (1.36 crashes that request instead); CBOR request
 //! bodies become JSON text first, so an integral float sent in CBOR (`f9 4000`) is
-//! stored as the integer 2, where a real server would keep a float.
+//! stored as the integer 2, where a real server would keep a float. With CBOR on (or
+//! mixed), a response of more than 128 KiB is gzipped at level 1 for a request whose
+//! first `Accept-Encoding` line has a bare `gzip` token, as the apiserver's
+//! `deferredResponseWriter` does (watches never); a legacy stand-in never compresses,
+//! so the `a-*` answers stay as recorded.
 
 mod api;
 mod cbor;
@@ -294,26 +298,40 @@ async fn write_response(
         .map(str::to_string)
         .unwrap_or_else(util::uuid_v4);
     let is_head = head.is_some_and(|h| h.method == "HEAD");
+    // A CBOR-enabled server gzips what it writes in one piece above 128 KiB for a client
+    // that asks (`deferredResponseWriter`); a legacy stand-in keeps the recorded `a-*`
+    // answers as they were taken, uncompressed.
+    let gzipped = (shared.opts.cbor != CborMode::Off
+        && resp.body.len() > http::GZIP_THRESHOLD
+        && head.is_some_and(RequestHead::accepts_gzip))
+    .then(|| http::gzip(&resp.body));
+    let body: &[u8] = gzipped.as_deref().unwrap_or(&resp.body);
+    let mut extra = std::borrow::Cow::Borrowed(&resp.extra_headers);
+    if gzipped.is_some() {
+        let e = extra.to_mut();
+        e.push(("Content-Encoding".into(), "gzip".into()));
+        e.push(("Vary".into(), "Accept-Encoding".into()));
+    }
     let chunk = shared
         .opts
         .chunked_above
-        .is_some_and(|limit| resp.body.len() > limit)
+        .is_some_and(|limit| body.len() > limit)
         && head.is_some_and(|h| h.minor >= 1)
         && !is_head;
     let mut out = http::response_head(
         resp.status,
         &resp.content_type,
         &audit,
-        &resp.extra_headers,
-        if chunk { None } else { Some(resp.body.len()) },
+        &extra,
+        if chunk { None } else { Some(body.len()) },
         close,
     );
     if chunk {
-        out.extend_from_slice(format!("{:x}\r\n", resp.body.len()).as_bytes());
-        out.extend_from_slice(&resp.body);
+        out.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+        out.extend_from_slice(body);
         out.extend_from_slice(b"\r\n0\r\n\r\n");
     } else if !is_head {
-        out.extend_from_slice(&resp.body);
+        out.extend_from_slice(body);
     }
     conn.write_all(&out).await
 }

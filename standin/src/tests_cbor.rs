@@ -1175,3 +1175,77 @@ async fn mixed_groups_answer_cbor_or_legacy() {
         assert_eq!((r.status, r.text().as_str()), (406, want), "{path}");
     }
 }
+
+async fn list_cbor(s: &StandIn, list: &str, accept_encoding: &str) -> Resp {
+    let headers = [ACCEPT_CBOR, ("Accept-Encoding", accept_encoding)];
+    call(s, "GET", list, &headers, None).await
+}
+
+/// A CBOR-enabled server gzips a body of more than 128 KiB for a client whose
+/// `Accept-Encoding` has a bare `gzip` token (`Content-Encoding: gzip`, `Vary:
+/// Accept-Encoding`), and nothing smaller, nor for other clients; a legacy stand-in
+/// never does.
+#[tokio::test]
+async fn large_answers_are_gzipped_for_clients_that_ask() {
+    use std::io::Read;
+    let gunzip = |b: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(b)
+            .read_to_end(&mut out)
+            .expect("gzip");
+        out
+    };
+    let s = start_cbor().await;
+    s.emit_configmaps("gz", 1500);
+    let list = "/api/v1/namespaces/gz/configmaps";
+    let gz = ("Accept-Encoding", "gzip");
+    let plain = call(&s, "GET", list, &[ACCEPT_CBOR], None).await;
+    assert_eq!(plain.header("content-encoding"), None);
+    assert!(plain.body.len() > 128 * 1024);
+    for accept_encoding in ["gzip", "deflate, gzip", " gzip ,br"] {
+        let r = list_cbor(&s, list, accept_encoding).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-type"), Some(CBOR));
+        assert_eq!(
+            r.header("content-encoding"),
+            Some("gzip"),
+            "{accept_encoding}"
+        );
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        let body = gunzip(&r.body);
+        assert_server_cbor(&body);
+        assert_eq!(cbor_value(&body), cbor_value(&plain.body));
+        assert!(r.body.len() * 4 < body.len());
+    }
+    // Only a bare gzip token counts, as in negotiateContentEncoding.
+    for accept_encoding in ["gzip;q=1", "x-gzip", "*", "identity"] {
+        let r = list_cbor(&s, list, accept_encoding).await;
+        assert_eq!(r.header("content-encoding"), None, "{accept_encoding}");
+    }
+    // JSON too: the server compresses whatever it writes.
+    let json = call(&s, "GET", list, &[gz], None).await;
+    assert_eq!(json.header("content-encoding"), Some("gzip"));
+    serde_json::from_slice::<Value>(&gunzip(&json.body)).expect("JSON");
+    // Small answers are not.
+    let items = cbor_value(&plain.body);
+    let name = items["items"][0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let one = call(
+        &s,
+        "GET",
+        &format!("{list}/{name}"),
+        &[ACCEPT_CBOR, gz],
+        None,
+    )
+    .await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.header("content-encoding"), None);
+
+    let legacy = start_with(StandInOptions::default()).await;
+    legacy.emit_configmaps("gz", 1500);
+    let r = call(&legacy, "GET", list, &[gz], None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), None);
+}

@@ -195,3 +195,42 @@ fn auto_asks_for_cbor_first_and_transcodes_json_answers() {
         Some("application/json")
     );
 }
+
+/// Against a CBOR-enabled upstream, once `auto` has seen a key answered in CBOR it
+/// keeps the client's `Accept-Encoding`, and the upstream's own gzip of a large CBOR
+/// LIST passes through untouched.
+#[test]
+fn auto_keeps_a_cbor_upstreams_gzip() {
+    use cborgate_standin::{CborMode, StandInOptions};
+    use std::io::Read;
+    let opts = StandInOptions {
+        cbor: CborMode::On,
+        ..Default::default()
+    };
+    let h = Harness::start_with("auto", &[], opts);
+    h.standin().emit_configmaps("gz", 1500);
+    let list = "/api/v1/namespaces/gz/configmaps";
+    let headers = [("Accept", "application/cbor"), ("Accept-Encoding", "gzip")];
+    // The first answer teaches auto that the upstream speaks CBOR for LIST configmaps;
+    // the JSON it might have had to transcode was asked for uncompressed.
+    let first = support::http::once(h.proxy, "GET", list, &headers, None);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("content-encoding"), None);
+    let up = h.standin().requests().last().unwrap().clone();
+    assert_eq!(up.header("accept-encoding"), None);
+    // The second keeps Accept-Encoding, and the upstream's gzip comes through.
+    let second = support::http::once(h.proxy, "GET", list, &headers, None);
+    assert_eq!(second.status, 200);
+    let up = h.standin().requests().last().unwrap().clone();
+    assert_eq!(up.header("accept-encoding"), Some("gzip"));
+    assert_eq!(second.header("content-type"), Some("application/cbor"));
+    assert_eq!(second.header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&second.body[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    let v = |b: &[u8]| -> Value {
+        serde_json::from_slice(&cbor_to_json(b, CborToJsonOptions::default()).unwrap()).unwrap()
+    };
+    assert_eq!(v(&plain)["items"], v(&first.body)["items"]);
+}

@@ -443,3 +443,170 @@ impl SeqReader {
         self.conn.raw_read(buf)
     }
 }
+
+// ---- Compression: large CBOR answers gzipped as kube-apiserver does ----
+
+const GZ_NS: &str = "/api/v1/namespaces/gz/configmaps";
+
+fn gunzip(wire: &[u8]) -> Vec<u8> {
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(wire)
+        .read_to_end(&mut plain)
+        .expect("a valid gzip body");
+    plain
+}
+
+fn cbor_value(cbor: &[u8]) -> Value {
+    let json = cbor_to_json(cbor, CborToJsonOptions::default()).expect("CBOR");
+    serde_json::from_slice(&json).unwrap()
+}
+
+/// A client-go-style LIST (`Accept: application/cbor`, `Accept-Encoding: gzip`) of more
+/// than 128 KiB comes back gzipped, and decompressed it is the uncompressed answer; a
+/// small GET, a watch and a client without `Accept-Encoding` get no compression.
+#[test]
+fn a_large_cbor_list_is_gzipped_for_clients_that_take_gzip() {
+    let h = Harness::start("legacy", &[]);
+    h.standin().emit_configmaps("gz", 1500);
+    let cbor = [("Accept", "application/cbor")];
+    let gzip = [("Accept", "application/cbor"), ("Accept-Encoding", "gzip")];
+    let plain = once(h.proxy, "GET", GZ_NS, &cbor, None);
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.header("content-encoding"), None);
+    assert!(plain.body.len() >= 128 * 1024, "{}", plain.body.len());
+
+    let zipped = once(h.proxy, "GET", GZ_NS, &gzip, None);
+    assert_eq!(zipped.status, 200);
+    assert_eq!(zipped.content_type(), "application/cbor");
+    assert_eq!(zipped.header("content-encoding"), Some("gzip"));
+    assert_eq!(zipped.header("vary"), Some("Accept-Encoding"));
+    let unzipped = gunzip(&zipped.body);
+    assert_eq!(cbor_value(&unzipped), cbor_value(&plain.body));
+    assert_eq!(unzipped, plain.body);
+    println!(
+        "LIST of 1500 ConfigMaps: {} bytes of CBOR, {} gzipped ({:.1}x smaller)",
+        plain.body.len(),
+        zipped.body.len(),
+        plain.body.len() as f64 / zipped.body.len() as f64
+    );
+
+    // gzip;q=0 refuses it.
+    let refused = once(
+        h.proxy,
+        "GET",
+        GZ_NS,
+        &[
+            ("Accept", "application/cbor"),
+            ("Accept-Encoding", "gzip;q=0"),
+        ],
+        None,
+    );
+    assert_eq!(refused.header("content-encoding"), None);
+    assert_eq!(refused.body, plain.body);
+
+    // A small GET: below the threshold, as it came.
+    let list = cbor_value(&plain.body);
+    let name = list["items"][0]["metadata"]["name"].as_str().unwrap();
+    let one = once(h.proxy, "GET", &format!("{GZ_NS}/{name}"), &gzip, None);
+    assert_eq!(one.status, 200);
+    assert_eq!(one.content_type(), "application/cbor");
+    assert_eq!(one.header("content-encoding"), None);
+    cbor_value(&one.body);
+
+    // A watch never.
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        &format!("{GZ_NS}?watch=1&timeoutSeconds=1"),
+        &gzip,
+        None,
+    );
+    let head = c.head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("application/cbor-seq"));
+    assert_eq!(head.header("content-encoding"), None);
+    let first = c.chunk().expect("an event");
+    cbor_value(&first[..item_len(&first).unwrap()]);
+}
+
+/// `server.compress_responses = false`: nothing is compressed.
+#[test]
+fn with_compression_off_nothing_is_gzipped() {
+    let dir = std::env::temp_dir().join(format!("cborgate-gzip-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("off.toml");
+    std::fs::write(&conf, "[server]\ncompress_responses = false\n").unwrap();
+    let h = Harness::start("legacy", &["--config", conf.to_str().unwrap()]);
+    h.standin().emit_configmaps("gz", 1500);
+    let r = once(
+        h.proxy,
+        "GET",
+        GZ_NS,
+        &[("Accept", "application/cbor"), ("Accept-Encoding", "gzip")],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), None);
+    assert!(r.body.len() >= 128 * 1024);
+    cbor_value(&r.body);
+}
+
+/// The >200 MiB LIST again, gzipped: cborgate's memory stays bounded with the gzip
+/// stage too, and the stream decompresses to the whole list.
+#[test]
+fn a_200_mib_list_gzipped_streams_in_bounded_memory() {
+    let pods = 35_000;
+    let upstream = big_list_upstream(pods);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let pid = h.child.id();
+    let mut c = Conn::connect(h.proxy);
+    c.send(
+        "GET",
+        "/api/v1/pods",
+        &[("Accept", "application/cbor"), ("Accept-Encoding", "gzip")],
+        None,
+    );
+    let head = c.head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-encoding"), Some("gzip"));
+    let started = Instant::now();
+    let mut gunzip = flate2::write::GzDecoder::new(Vec::new());
+    let mut t = CborToJson::new(CborToJsonOptions::default());
+    let (mut wire, mut cbor_bytes, mut json_bytes) = (0u64, 0u64, 0u64);
+    let mut out = Vec::new();
+    let mut peak = 0;
+    let mut n = 0u64;
+    while let Some(chunk) = c.chunk() {
+        wire += chunk.len() as u64;
+        gunzip.write_all(&chunk).unwrap();
+        let cbor = gunzip.get_mut();
+        cbor_bytes += cbor.len() as u64;
+        t.feed(cbor, &mut out).unwrap();
+        cbor.clear();
+        json_bytes += out.len() as u64;
+        out.clear();
+        n += 1;
+        if n.is_multiple_of(64) {
+            peak = peak.max(rss_kib(pid, "VmHWM:"));
+        }
+    }
+    let cbor = gunzip.finish().unwrap();
+    cbor_bytes += cbor.len() as u64;
+    t.feed(&cbor, &mut out).unwrap();
+    t.finish(&mut out).unwrap();
+    json_bytes += out.len() as u64;
+    peak = peak.max(rss_kib(pid, "VmHWM:"));
+    println!(
+        "gzipped LIST of {pods} pods: {:.1} MiB of JSON upstream -> {:.1} MiB of CBOR -> {:.2} MiB gzipped on the wire in {:.1} s; cborgate peak RSS {} KiB",
+        json_bytes as f64 / 1048576.0,
+        cbor_bytes as f64 / 1048576.0,
+        wire as f64 / 1048576.0,
+        started.elapsed().as_secs_f64(),
+        peak
+    );
+    assert!(json_bytes > 200 * 1024 * 1024, "{json_bytes}");
+    assert!(peak < 128 * 1024, "peak RSS {peak} KiB");
+}
