@@ -213,13 +213,13 @@ fn auto_keeps_a_cbor_upstreams_gzip() {
     let headers = [("Accept", "application/cbor"), ("Accept-Encoding", "gzip")];
     // The first answer teaches auto that the upstream speaks CBOR for LIST configmaps;
     // the JSON it might have had to transcode was asked for uncompressed.
-    let first = support::http::once(h.proxy, "GET", list, &headers, None);
+    let first = crate::support::http::once(h.proxy, "GET", list, &headers, None);
     assert_eq!(first.status, 200);
     assert_eq!(first.header("content-encoding"), None);
     let up = h.standin().requests().last().unwrap().clone();
     assert_eq!(up.header("accept-encoding"), None);
     // The second keeps Accept-Encoding, and the upstream's gzip comes through.
-    let second = support::http::once(h.proxy, "GET", list, &headers, None);
+    let second = crate::support::http::once(h.proxy, "GET", list, &headers, None);
     assert_eq!(second.status, 200);
     let up = h.standin().requests().last().unwrap().clone();
     assert_eq!(up.header("accept-encoding"), Some("gzip"));
@@ -230,7 +230,8 @@ fn auto_keeps_a_cbor_upstreams_gzip() {
         .read_to_end(&mut plain)
         .unwrap();
     let v = |b: &[u8]| -> Value {
-        serde_json::from_slice(&cbor_to_json(b, CborToJsonOptions::default()).unwrap()).unwrap()
+        let json = cborgate::codec::cbor_to_json(b, cborgate::codec::CborToJsonOptions::default());
+        serde_json::from_slice(&json.unwrap()).unwrap()
     };
     assert_eq!(v(&plain)["items"], v(&first.body)["items"]);
 }

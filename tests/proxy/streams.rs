@@ -449,6 +449,7 @@ impl SeqReader {
 const GZ_NS: &str = "/api/v1/namespaces/gz/configmaps";
 
 fn gunzip(wire: &[u8]) -> Vec<u8> {
+    use std::io::Read;
     let mut plain = Vec::new();
     flate2::read::GzDecoder::new(wire)
         .read_to_end(&mut plain)
@@ -557,10 +558,7 @@ fn with_compression_off_nothing_is_gzipped() {
 fn a_200_mib_list_gzipped_streams_in_bounded_memory() {
     let pods = 35_000;
     let upstream = big_list_upstream(pods);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[], rt);
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[]);
     let pid = h.child.id();
     let mut c = Conn::connect(h.proxy);
     c.send(
