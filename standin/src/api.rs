@@ -60,6 +60,11 @@ impl Shared {
     }
 }
 
+/// A group the stand-in serves from a CustomResourceDefinition (not go-restful).
+fn is_crd_group(group: &str) -> bool {
+    group == "corpus.example.com"
+}
+
 /// What to do with a request once its head is known.
 pub(crate) enum Plan {
     /// Answer now; the body (if any) is drained afterwards.
@@ -326,9 +331,12 @@ pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
 fn plan_discovery(shared: &Shared, head: &RequestHead, t: Target) -> Plan {
     // A CBOR-enabled 1.36 serves group-version resource lists in CBOR (and means to
     // for /api/v1, where it crashes; the stand-in serves it), but not /api, /apis or
-    // /apis/<group> (b-api-cbor, b-apis-cbor, b-apis-apps-cbor).
+    // /apis/<group> (b-api-cbor, b-apis-cbor, b-apis-apps-cbor). A CRD's group
+    // version is served in JSON, YAML and protobuf only, CBOR-enabled or not
+    // (native-1.36 `disc-apis-cr-v1`: a 406 for `application/cbor` alone).
     let serving = match &t {
         Target::CoreV1 => shared.serving(""),
+        Target::GroupVersion(g) if is_crd_group(g) => Serving::Legacy,
         Target::GroupVersion(g) => shared.serving(g),
         _ => Serving::Legacy,
     };
@@ -339,7 +347,7 @@ fn plan_discovery(shared: &Shared, head: &RequestHead, t: Target) -> Plan {
     // Built-in group versions are go-restful routes; a CRD's group is not.
     let go_restful = match &t {
         Target::Api | Target::CoreV1 => true,
-        Target::GroupVersion(g) => g != "corpus.example.com",
+        Target::GroupVersion(g) => !is_crd_group(g),
         _ => false,
     };
     if go_restful && !neg::router_accepts(accept, serving.produces_object()) {

@@ -77,7 +77,8 @@ pub enum CborMode {
     On,
     /// The API groups listed (`""` for the core group) behave as with `On`, all
     /// others as with `Off`, as when an aggregator fronts servers of different ages.
-    /// `/api`, `/apis`, `/apis/<group>` and `/version` have no CBOR in either mode.
+    /// `/api`, `/apis`, `/apis/<group>` and `/version` have no CBOR in either mode,
+    /// nor has a CRD group's group version (native-1.36 `disc-apis-cr-v1`).
     Mixed { cbor_groups: Vec<String> },
 }
 
