@@ -1,14 +1,21 @@
 //! The CBOR-enabled stand-in against a real CBOR-enabled kube-apiserver 1.36.2
 //! (`tests/data/corpus/native-1.36`): a CRD group's group-version discovery served
-//! in JSON only. Status bodies are compared byte for byte with the recorded ones;
-//! the legacy stand-in is checked to answer as before.
+//! in JSON only, and the errors the server's filters and router write in JSON for a
+//! CBOR client (405 for HEAD and OPTIONS, the router's 404). Status bodies are
+//! compared byte for byte with the recorded ones; the legacy stand-in is checked to
+//! answer as before.
+
+use serde_json::Value;
 
 use super::*;
 use crate::CborMode;
 
 const ACCEPT_CBOR: (&str, &str) = ("Accept", "application/cbor");
+const CM_A: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
 /// The CRD group's group version.
 const CR_GV: &str = "/apis/corpus.example.com/v1";
+/// A resource no route serves.
+const MISSING: &str = "/api/v1/namespaces/demo/nosuchthings/x";
 
 /// A recorded answer: status, Content-Type, Content-Length and the body bytes.
 fn native(case: &str) -> (u16, String, usize, Vec<u8>) {
@@ -87,11 +94,71 @@ async fn crd_group_version_discovery_is_json_only() {
     }
 }
 
+/// HEAD and OPTIONS on a resource: a 405 in pretty JSON for a CBOR client
+/// (`head-cm`, `options`), in either CBOR-enabled mode.
+#[tokio::test]
+async fn head_and_options_are_405_in_json() {
+    for mode in [
+        CborMode::On,
+        CborMode::Mixed {
+            cbor_groups: vec!["".into()],
+        },
+    ] {
+        let s = start_mode(mode).await;
+        for (case, method) in [("head-cm", "HEAD"), ("options", "OPTIONS")] {
+            let r = call(&s, method, CM_A, &[ACCEPT_CBOR], None).await;
+            if method == "HEAD" {
+                assert!(r.body.is_empty());
+                let (_, _, len, _) = native(case);
+                assert_eq!(r.status, 405);
+                assert_apiserver_headers(&r, "application/json");
+                assert_eq!(r.header("content-length"), Some(len.to_string().as_str()));
+            } else {
+                check_native(case, &r);
+            }
+        }
+    }
+}
+
+/// The router's 404 for a resource it does not know, watched or not
+/// (`get-missing-resource`, `watch-missing-resource`).
+#[tokio::test]
+async fn unknown_resource_is_404_in_json() {
+    for mode in [
+        CborMode::On,
+        CborMode::Mixed {
+            cbor_groups: vec!["".into(), "corpus.example.com".into()],
+        },
+    ] {
+        let s = start_mode(mode).await;
+        for (case, path) in [
+            ("get-missing-resource", MISSING),
+            (
+                "watch-missing-resource",
+                "/api/v1/namespaces/demo/nosuchthings?watch=1",
+            ),
+            (
+                "get-missing-resource",
+                "/apis/corpus.example.com/v1/namespaces/demo/nosuchthings/x",
+            ),
+        ] {
+            let r = call(&s, "GET", path, &[ACCEPT_CBOR], None).await;
+            check_native(case, &r);
+        }
+    }
+}
+
 /// The legacy stand-in answers these as it always did: the CRD group version is the
-/// same 406.
+/// same 406, HEAD and OPTIONS are go-restful's 405, and the 404 is the same.
 #[tokio::test]
 async fn legacy_answers_are_unchanged() {
     let s = start_mode(CborMode::Off).await;
     let r = call(&s, "GET", CR_GV, &[ACCEPT_CBOR], None).await;
     check_native("disc-apis-cr-v1", &r);
+    let r = call(&s, "OPTIONS", CM_A, &[ACCEPT_CBOR], None).await;
+    assert_eq!(r.status, 405);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["message"], "405: Method Not Allowed");
+    let r = call(&s, "GET", MISSING, &[ACCEPT_CBOR], None).await;
+    check_native("get-missing-resource", &r);
 }
