@@ -47,17 +47,11 @@ impl Shared {
             Serving::Legacy
         }
     }
+}
 
-    /// The server behind a path no route matched: the group its prefix names.
-    fn serving_for_path(&self, path: &str) -> Serving {
-        let mut segs = path.split('/').filter(|s| !s.is_empty());
-        match (segs.next(), segs.next()) {
-            _ if self.opts.cbor == super::CborMode::On => Serving::Cbor,
-            (Some("api"), _) => self.serving(""),
-            (Some("apis"), Some(g)) => self.serving(g),
-            _ => Serving::Legacy,
-        }
-    }
+/// A group the stand-in serves from a CustomResourceDefinition (not go-restful).
+fn is_crd_group(group: &str) -> bool {
+    group == "corpus.example.com"
 }
 
 /// What to do with a request once its head is known.
@@ -281,11 +275,10 @@ fn err(head: &RequestHead, e: ApiError, serving: Serving) -> Plan {
 /// Decides what to do with a request from its head alone.
 pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
     match route(&head.path) {
-        Target::NotFound => err(
-            head,
-            status::path_not_found(),
-            shared.serving_for_path(&head.path),
-        ),
+        // The router's 404 is written with the legacy serializers whether or not the
+        // path's group serves CBOR: pretty JSON for a CBOR client
+        // (native-1.36 `get-missing-resource`, `watch-missing-resource`).
+        Target::NotFound => err(head, status::path_not_found(), Serving::Legacy),
         Target::Health => {
             if head.method != "GET" {
                 return err(head, status::method_not_allowed(), Serving::Legacy);
@@ -326,9 +319,12 @@ pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
 fn plan_discovery(shared: &Shared, head: &RequestHead, t: Target) -> Plan {
     // A CBOR-enabled 1.36 serves group-version resource lists in CBOR (and means to
     // for /api/v1, where it crashes; the stand-in serves it), but not /api, /apis or
-    // /apis/<group> (b-api-cbor, b-apis-cbor, b-apis-apps-cbor).
+    // /apis/<group> (b-api-cbor, b-apis-cbor, b-apis-apps-cbor). A CRD's group
+    // version is served in JSON, YAML and protobuf only, CBOR-enabled or not
+    // (native-1.36 `disc-apis-cr-v1`: a 406 for `application/cbor` alone).
     let serving = match &t {
         Target::CoreV1 => shared.serving(""),
+        Target::GroupVersion(g) if is_crd_group(g) => Serving::Legacy,
         Target::GroupVersion(g) => shared.serving(g),
         _ => Serving::Legacy,
     };
@@ -339,7 +335,7 @@ fn plan_discovery(shared: &Shared, head: &RequestHead, t: Target) -> Plan {
     // Built-in group versions are go-restful routes; a CRD's group is not.
     let go_restful = match &t {
         Target::Api | Target::CoreV1 => true,
-        Target::GroupVersion(g) => g != "corpus.example.com",
+        Target::GroupVersion(g) => !is_crd_group(g),
         _ => false,
     };
     if go_restful && !neg::router_accepts(accept, serving.produces_object()) {
@@ -398,6 +394,11 @@ pub(crate) fn patch_media_type(content_type: &str) -> &str {
 
 fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
     let serving = shared.serving(t.res.group);
+    // A CBOR-enabled server refuses HEAD and OPTIONS before any route, in the legacy
+    // serializers' JSON with its own wording (native-1.36 `head-cm`, `options`).
+    if serving == Serving::Cbor && matches!(head.method.as_str(), "HEAD" | "OPTIONS") {
+        return err(head, status::method_not_supported(), Serving::Legacy);
+    }
     if let Some(sub) = t.sub.clone() {
         return plan_subresource(shared, head, t, &sub, serving);
     }

@@ -77,7 +77,10 @@ pub enum CborMode {
     On,
     /// The API groups listed (`""` for the core group) behave as with `On`, all
     /// others as with `Off`, as when an aggregator fronts servers of different ages.
-    /// `/api`, `/apis`, `/apis/<group>` and `/version` have no CBOR in either mode.
+    /// `/api`, `/apis`, `/apis/<group>` and `/version` have no CBOR in either mode,
+    /// nor has a CRD group's group version (native-1.36 `disc-apis-cr-v1`); the
+    /// router's 404 and the 405 for HEAD and OPTIONS are JSON (`get-missing-resource`,
+    /// `head-cm`, `options`).
     Mixed { cbor_groups: Vec<String> },
 }
 

@@ -115,6 +115,17 @@ pub(crate) fn method_not_allowed() -> ApiError {
     )
 }
 
+/// A CBOR-enabled server's 405 for HEAD and OPTIONS on a resource (native-1.36
+/// `head-cm`, `options`).
+pub(crate) fn method_not_supported() -> ApiError {
+    failure(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource".into(),
+        Some(json!({})),
+    )
+}
+
 pub(crate) fn too_large(limit: usize) -> ApiError {
     failure(
         413,

@@ -3,7 +3,8 @@
 //! PartialObjectMetadata shapes, watches, keep-alive, chunked bodies, upgrades and
 //! garbage input. The recorded files in `tests/data/corpus` are compared too; the key
 //! recorded bodies are also embedded here. The CBOR modes
-//! (`b-*` recordings) are tested in the child module `tests_cbor.rs`.
+//! (`b-*` recordings) are tested in the child module `tests_cbor.rs`, and against the
+//! native 1.36.2 recordings (`native-1.36`) in `tests_native.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ use super::{StandIn, StandInOptions};
 
 #[path = "tests_cbor.rs"]
 mod cbor_mode;
+#[path = "tests_native.rs"]
+mod native;
 
 const UA: &str = "harness-verify/1.0";
 
