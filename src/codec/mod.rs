@@ -16,6 +16,7 @@ mod buf;
 mod cbor_to_json;
 pub mod diag;
 mod error;
+mod items;
 mod json_text;
 mod json_to_cbor;
 mod keys;
@@ -25,6 +26,7 @@ mod utf8;
 
 pub use cbor_to_json::CborToJson;
 pub use error::{CodecError, Reason};
+pub use items::ItemCounter;
 pub use json_to_cbor::JsonToCbor;
 pub use number::SELF_DESCRIBED;
 pub use utf8::go_lossy;

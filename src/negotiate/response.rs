@@ -1,13 +1,15 @@
 //! What to do with the upstream's response head: transcode the body or pass it
 //! through (from the plan, the status, the `Content-Type` and the
 //! `Content-Encoding` the upstream actually sent), replay a refused CBOR body
-//! as JSON (`auto`), what that teaches about the upstream, and the format label
-//! the request is logged and counted with. Pure: the proxy only carries it out.
+//! as JSON (`auto`), what that teaches about the upstream, the format label
+//! the request is logged and counted with, and whether a CBOR watch that passes
+//! through has its events counted. Pure: the proxy only carries it out.
 
 use super::auto::Learned;
 use super::encoding;
 use super::media::Format;
 use super::plan::{Plan, ResponseAction};
+use super::route::Route;
 
 /// What the upstream's response head says, as far as decisions go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,6 +41,10 @@ pub struct OnResponse {
     /// CBOR answer, not a watch, for a client that takes gzip, from an upstream body of
     /// more than 128 KiB or of unknown length ([`encoding::compresses`]).
     pub gzip: bool,
+    /// The upstream's own CBOR watch stream (`application/cbor-seq`, identity-coded, a
+    /// 2xx) passes through untouched: count its events (`cborgate_watch_events_total`)
+    /// and the open stream (`cborgate_watch_streams_active`) as a transcoded watch's.
+    pub count_events: bool,
 }
 
 /// The media type of a `Content-Type` value: parameters cut, trimmed.
@@ -70,6 +76,7 @@ impl Plan {
                 learned: Some(Learned::NeedsJson),
                 format: self.response_format.as_str(),
                 gzip: false,
+                count_events: false,
             };
         }
         let media = media_type(head.content_type);
@@ -119,13 +126,27 @@ impl Plan {
         // apiserver never compresses one.
         let gzip = action == ResponseAction::JsonToCbor { watch: false }
             && encoding::compresses(self.client_gzip, head.content_length);
+        let count_events = action == ResponseAction::PassThrough
+            && self.is_watch()
+            && (200..300).contains(&head.status)
+            && media.eq_ignore_ascii_case("application/cbor-seq")
+            && head
+                .content_encoding
+                .is_none_or(|e| e.trim().eq_ignore_ascii_case("identity"));
         OnResponse {
             replay: false,
             action,
             learned,
             format,
             gzip,
+            count_events,
         }
+    }
+
+    /// The request is a watch: a resource route (not a connect subresource) that is
+    /// long-running, whichever mode planned it.
+    fn is_watch(&self) -> bool {
+        self.long_running && matches!(&self.route, Route::Resource(r) if !r.is_connect())
     }
 
     /// Errors a CBOR-enabled server writes in JSON from its filters and router, whatever
@@ -198,8 +219,9 @@ mod tests {
         }
     }
 
-    /// (replay, action, learned, format label).
-    type Want = (bool, ResponseAction, Option<Learned>, &'static str);
+    /// (replay, action, learned, format label), and whether watch events are counted
+    /// as they pass through.
+    type Want = (bool, ResponseAction, Option<Learned>, &'static str, bool);
 
     /// (mode, request, response, replayed) → [`Want`].
     #[test]
@@ -214,40 +236,55 @@ mod tests {
         #[rustfmt::skip]
         let cases: Vec<(UpstreamMode, &RequestHead, ResponseHead, bool, Want)> = vec![
             // legacy: JSON answers become CBOR; anything else passes as it came.
-            (Legacy, &get_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
-            (Legacy, &get_cbor, resp(200, Some("application/json; charset=utf-8"), Some("identity")), false, (false, JsonToCbor { watch: false }, None, "cbor")),
-            (Legacy, &get_cbor, resp(200, JSON, Some("gzip")), false, (false, PassThrough, None, "other")),
-            (Legacy, &get_cbor, resp(200, Some("text/plain"), None), false, (false, PassThrough, None, "other")),
-            (Legacy, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor")),
-            (Legacy, &get_cbor, resp(404, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
-            (Legacy, &get_cbor, resp(101, JSON, None), false, (false, PassThrough, None, "other")),
-            (Legacy, &watch_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: true }, None, "cbor")),
-            (Legacy, &watch_cbor, resp(410, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
-            (Legacy, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
+            (Legacy, &get_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
+            (Legacy, &get_cbor, resp(200, Some("application/json; charset=utf-8"), Some("identity")), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
+            (Legacy, &get_cbor, resp(200, JSON, Some("gzip")), false, (false, PassThrough, None, "other", false)),
+            (Legacy, &get_cbor, resp(200, Some("text/plain"), None), false, (false, PassThrough, None, "other", false)),
+            (Legacy, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor", false)),
+            (Legacy, &get_cbor, resp(404, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
+            (Legacy, &get_cbor, resp(101, JSON, None), false, (false, PassThrough, None, "other", false)),
+            (Legacy, &watch_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: true }, None, "cbor", false)),
+            (Legacy, &watch_cbor, resp(410, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
+            (Legacy, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json", false)),
             // A 415 replays only a CBOR-first body (auto), once.
-            (Legacy, &post_cbor, resp(415, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor")),
-            (Auto, &post_cbor, resp(415, JSON, None), false, (true, PassThrough, Some(NeedsJson), "cbor")),
-            (Auto, &post_cbor, resp(415, JSON, None), true, (false, JsonToCbor { watch: false }, None, "cbor")),
-            (Auto, &post_cbor, resp(201, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor")),
-            (Auto, &post_cbor, resp(201, JSON, None), true, (false, JsonToCbor { watch: false }, None, "cbor")),
+            (Legacy, &post_cbor, resp(415, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
+            (Auto, &post_cbor, resp(415, JSON, None), false, (true, PassThrough, Some(NeedsJson), "cbor", false)),
+            (Auto, &post_cbor, resp(415, JSON, None), true, (false, JsonToCbor { watch: false }, None, "cbor", false)),
+            (Auto, &post_cbor, resp(201, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor", false)),
+            (Auto, &post_cbor, resp(201, JSON, None), true, (false, JsonToCbor { watch: false }, None, "cbor", false)),
             // upgrade: CBOR answers become JSON for a JSON client; a sequence only when labelled one.
-            (Upgrade, &get_json, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json")),
-            (Upgrade, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
-            (Upgrade, &get_json_watch, resp(200, SEQ, None), false, (false, CborToJson { watch: true }, None, "json")),
-            (Upgrade, &get_json_watch, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json")),
+            (Upgrade, &get_json, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json", false)),
+            (Upgrade, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Upgrade, &get_json_watch, resp(200, SEQ, None), false, (false, CborToJson { watch: true }, None, "json", false)),
+            (Upgrade, &get_json_watch, resp(200, CBOR, None), false, (false, CborToJson { watch: false }, None, "json", false)),
             // native: nothing is transcoded.
-            (Native, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, None, "cbor")),
-            (Native, &watch_cbor, resp(200, SEQ, None), false, (false, PassThrough, None, "cbor")),
-            (Native, &get_cbor, resp(200, JSON, None), false, (false, PassThrough, None, "other")),
+            (Native, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, None, "cbor", false)),
+            (Native, &watch_cbor, resp(200, SEQ, None), false, (false, PassThrough, None, "cbor", true)),
+            // The upstream's own CBOR watch passes through with its events counted: only a
+            // watch, only a 2xx `cbor-seq`, only identity-coded.
+            (Native, &watch_cbor, resp(200, Some("application/cbor-seq; x=y"), Some("identity")), false, (false, PassThrough, None, "cbor", true)),
+            (Native, &watch_cbor, resp(200, SEQ, Some("gzip")), false, (false, PassThrough, None, "cbor", false)),
+            (Native, &watch_cbor, resp(200, CBOR, None), false, (false, PassThrough, None, "cbor", false)),
+            (Native, &watch_cbor, resp(500, SEQ, None), false, (false, PassThrough, None, "cbor", false)),
+            (Native, &get_cbor, resp(200, SEQ, None), false, (false, PassThrough, None, "cbor", false)),
+            (Legacy, &watch_cbor, resp(200, SEQ, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor", true)),
+            (Auto, &watch_cbor, resp(200, SEQ, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor", true)),
+            (Upgrade, &watch_cbor, resp(200, SEQ, None), false, (false, PassThrough, None, "cbor", true)),
+            // Transcoded watches are counted by the codec instead.
+            (Upgrade, &get_json_watch, resp(200, SEQ, None), false, (false, CborToJson { watch: true }, None, "json", false)),
+            (Legacy, &watch_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: true }, None, "cbor", false)),
+            (Native, &get_cbor, resp(200, JSON, None), false, (false, PassThrough, None, "other", false)),
             // Errors the server writes from its filters and router stay JSON.
-            (Legacy, &get_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json")),
-            (Legacy, &get_cbor, resp(403, JSON, None), false, (false, PassThrough, None, "json")),
-            (Legacy, &get_cbor, resp(405, JSON, None), false, (false, PassThrough, None, "json")),
-            (Legacy, &watch_cbor, resp(404, JSON, None), false, (false, PassThrough, None, "json")),
-            (Auto, &post_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json")),
-            (Native, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json")),
+            (Legacy, &get_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Legacy, &get_cbor, resp(403, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Legacy, &get_cbor, resp(405, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Legacy, &watch_cbor, resp(404, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Auto, &post_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Native, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json", false)),
         ];
-        for (mode, head, response, replayed, (replay, action, learned, format)) in cases {
+        for (mode, head, response, replayed, (replay, action, learned, format, count_events)) in
+            cases
+        {
             let p = plan(head, mode);
             let got = p.on_response(response, replayed);
             let want = OnResponse {
@@ -256,6 +293,7 @@ mod tests {
                 learned,
                 format,
                 gzip: false,
+                count_events,
             };
             assert_eq!(
                 got, want,

@@ -3,11 +3,12 @@
 //! rewrites the upstream request head, runs the request body through the codec
 //! (held back until it is known to be good), relabels the response head as
 //! [`Plan::on_response`] decided, and runs the response body through the codec
-//! chunk by chunk. It decides nothing: every choice is the plan's.
+//! chunk by chunk (or, for the upstream's own CBOR watch that passes through,
+//! only counts its events). It decides nothing: every choice is the plan's.
 
 use super::body::{BodyCodec, Gzip};
 use crate::admission::Slot;
-use crate::codec::{Limits, StringMode};
+use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::metrics::metrics;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
@@ -40,6 +41,8 @@ pub struct Exchange {
     response_codec: Option<BodyCodec>,
     /// The gzip stage after the response codec, for an answer that is compressed.
     gzip: Option<Gzip>,
+    /// Counts the events of a CBOR watch that passes through untouched.
+    events: Option<ItemCounter>,
     /// `auto`: the JSON replay after an upstream 415 is under way.
     pub replay: bool,
     /// The decision about the upstream's response head.
@@ -89,6 +92,7 @@ impl Default for Exchange {
             request_json: Vec::new(),
             response_codec: None,
             gzip: None,
+            events: None,
             replay: false,
             response: None,
             local_error: None,
@@ -228,6 +232,11 @@ impl Exchange {
         let Some(decision) = self.response else {
             return Ok(());
         };
+        if decision.count_events && !self.watch_counted {
+            self.events = Some(ItemCounter::new(s.limits.max_depth));
+            metrics().watch_streams_active.inc();
+            self.watch_counted = true;
+        }
         let Some(content_type) = decision.action.content_type() else {
             return Ok(());
         };
@@ -261,9 +270,21 @@ impl Exchange {
     }
 
     /// One piece of the response body, transcoded if the response is, then gzipped if
-    /// it is compressed. The error is the codec's
-    /// ([`CodecError`](crate::codec::CodecError)) or the encoder's.
+    /// it is compressed; a CBOR watch that passes through has its new events counted.
+    /// The error is the codec's ([`CodecError`](crate::codec::CodecError)) or the
+    /// encoder's.
     pub fn response_body(&mut self, body: &mut Option<Bytes>, end: bool) -> std::io::Result<()> {
+        if let (Some(events), Some(b)) = (self.events.as_mut(), body.as_ref()) {
+            // Counting only: bytes the counter cannot walk still reach the client as
+            // the upstream sent them; its events simply stop being counted.
+            let new = events.feed(b);
+            if new > 0 {
+                metrics()
+                    .watch_events_total
+                    .with_label_values(&["cbor"])
+                    .inc_by(new);
+            }
+        }
         if let Some(codec) = self.response_codec.as_mut() {
             *body = Some(
                 codec

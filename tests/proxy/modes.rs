@@ -20,6 +20,17 @@ fn gadget(n: &str) -> Value {
     json!({"apiVersion": "corpus.example.com/v1", "kind": "Gadget", "metadata": {"name": n}, "spec": {"size": 3, "ratio": 0.25, "tags": ["a"]}})
 }
 
+/// A one-second CBOR watch of the demo ConfigMaps, on a fresh connection.
+fn cbor_watch(h: &Harness) -> crate::support::http::Resp {
+    crate::support::http::once(
+        h.proxy,
+        "GET",
+        &format!("{CMS}?watch=1&timeoutSeconds=1"),
+        &[("Accept", "application/cbor")],
+        None,
+    )
+}
+
 fn upstream(kind: &str) -> StandInOptions {
     let cbor = match kind {
         "legacy" => CborMode::Off,
@@ -173,13 +184,7 @@ fn auto_against_a_cbor_upstream_passes_bodies_through_byte_identical() {
         seen.len() > 1,
         "the upstream's random map order reaches the client: nothing re-encoded"
     );
-    let w = crate::support::http::once(
-        h.proxy,
-        "GET",
-        &format!("{CMS}?watch=1&timeoutSeconds=1"),
-        &[("Accept", "application/cbor")],
-        None,
-    );
+    let w = cbor_watch(&h);
     assert_eq!(w.header("content-type"), Some("application/cbor-seq"));
     assert_eq!(h.metric("cborgate_codec_duration_seconds_count", &[]), 0.0);
     let caps = crate::support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);
@@ -350,4 +355,27 @@ fn native_mode_counts_cbor_answers_as_cbor() {
         &[("verb", "GET"), ("response_format", "cbor")],
         1.0,
     );
+}
+
+/// The upstream's own CBOR watch passes through untouched and still has its events
+/// counted in `cborgate_watch_events_total{format="cbor"}`, and its stream in
+/// `cborgate_watch_streams_active` while it is open.
+#[test]
+fn native_mode_counts_the_events_of_a_cbor_watch_it_passes_through() {
+    let h = Harness::start_with("native", &[], upstream("cbor"));
+    let w = cbor_watch(&h);
+    assert_eq!(w.header("content-type"), Some("application/cbor-seq"));
+    let events = crate::support::bodies::decode_seq(&w.body);
+    assert!(
+        !events.is_empty() && events.iter().all(|e| e["type"] == "ADDED"),
+        "{events:?}"
+    );
+    h.wait_metric(
+        "cborgate_watch_events_total",
+        &[("format", "cbor")],
+        events.len() as f64,
+    );
+    h.wait_metric("cborgate_watch_streams_active", &[], 0.0);
+    // Nothing was transcoded to count them.
+    assert_eq!(h.metric("cborgate_codec_duration_seconds_count", &[]), 0.0);
 }
