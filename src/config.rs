@@ -279,16 +279,7 @@ impl Config {
         if !self.upstream.url.is_empty() {
             UpstreamUrl::parse(&self.upstream.url)?;
         }
-        for (key, addr) in [
-            ("server.listen", &self.server.listen),
-            ("server.admin", &self.server.admin),
-        ] {
-            if addr.parse::<std::net::SocketAddr>().is_err() {
-                return Err(ConfigError(format!(
-                    "{key}: {addr:?} is not an IP:PORT address"
-                )));
-            }
-        }
+        let (l, a) = self.listen_addrs()?;
         if self.server.tls_cert.is_empty() != self.server.tls_key.is_empty() {
             return Err(ConfigError(
                 "server.tls_cert and server.tls_key go together".into(),
@@ -318,18 +309,13 @@ impl Config {
                 LOG_LEVELS.join(", ")
             )));
         }
-        if let (Ok(l), Ok(a)) = (
-            self.server.listen.parse::<std::net::SocketAddr>(),
-            self.server.admin.parse::<std::net::SocketAddr>(),
-        ) {
-            let overlap = l.port() == a.port()
-                && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified());
-            if overlap {
-                return Err(ConfigError(format!(
-                    "server.listen ({l}) and server.admin ({a}) must be different ports: the admin \
-                     listener is never the proxy port"
-                )));
-            }
+        let overlap = l.port() == a.port()
+            && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified());
+        if overlap {
+            return Err(ConfigError(format!(
+                "server.listen ({l}) and server.admin ({a}) must be different ports: the admin \
+                 listener is never the proxy port"
+            )));
         }
         if self.server.max_header_bytes == 0 || self.server.max_header_bytes > MAX_HEADER_BYTES {
             return Err(ConfigError(format!(
@@ -351,6 +337,20 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// `server.listen` and `server.admin` as socket addresses; an error names the key.
+    pub fn listen_addrs(
+        &self,
+    ) -> Result<(std::net::SocketAddr, std::net::SocketAddr), ConfigError> {
+        let parse = |key: &str, addr: &str| {
+            addr.parse::<std::net::SocketAddr>()
+                .map_err(|_| ConfigError(format!("{key}: {addr:?} is not an IP:PORT address")))
+        };
+        Ok((
+            parse("server.listen", &self.server.listen)?,
+            parse("server.admin", &self.server.admin)?,
+        ))
     }
 
     pub fn codec_limits(&self) -> crate::codec::Limits {

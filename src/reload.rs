@@ -179,13 +179,12 @@ impl UpstreamTls {
     pub fn load(ca_file: &str, client_cert: &str, client_key: &str) -> Result<Arc<Self>, String> {
         let tls = UpstreamTls::default();
         if !ca_file.is_empty() {
-            let ca = ca_bundle(ca_file).map_err(|e| format!("{}: {e}", Kind::UpstreamCa.keys()))?;
-            *tls.ca.write().unwrap_or_else(|e| e.into_inner()) = Some(ca);
+            tls.set_ca(ca_file)
+                .map_err(|e| format!("{}: {e}", Kind::UpstreamCa.keys()))?;
         }
         if !client_cert.is_empty() {
-            let ck = client_cert_key(client_cert, client_key)
+            tls.set_client(client_cert, client_key)
                 .map_err(|e| format!("{}: {e}", Kind::UpstreamClient.keys()))?;
-            *tls.client.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ck));
         }
         Ok(Arc::new(tls))
     }
@@ -208,16 +207,26 @@ impl UpstreamTls {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn reload_ca(&self, path: &str) -> Result<(), String> {
+    fn set_ca(&self, path: &str) -> Result<(), String> {
         let ca = ca_bundle(path)?;
         *self.ca.write().unwrap_or_else(|e| e.into_inner()) = Some(ca);
+        Ok(())
+    }
+
+    fn set_client(&self, cert: &str, key: &str) -> Result<(), String> {
+        let ck = Arc::new(client_cert_key(cert, key)?);
+        *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some(ck);
+        Ok(())
+    }
+
+    fn reload_ca(&self, path: &str) -> Result<(), String> {
+        self.set_ca(path)?;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
     fn reload_client(&self, cert: &str, key: &str) -> Result<(), String> {
-        let ck = Arc::new(client_cert_key(cert, key)?);
-        *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some(ck);
+        self.set_client(cert, key)?;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }

@@ -135,18 +135,7 @@ fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<(), ConfigErr
 /// whose message names the key or flag.
 pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
-    let listen: SocketAddr = config.server.listen.parse().map_err(|_| {
-        ConfigError(format!(
-            "server.listen: {:?} is not an IP:PORT address",
-            config.server.listen
-        ))
-    })?;
-    let admin_addr: SocketAddr = config.server.admin.parse().map_err(|_| {
-        ConfigError(format!(
-            "server.admin: {:?} is not an IP:PORT address",
-            config.server.admin
-        ))
-    })?;
+    let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.
     let serving = if config.server.tls_cert.is_empty() {
         None

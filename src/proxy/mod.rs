@@ -157,10 +157,22 @@ impl Gate {
         retry_after: bool,
     ) -> Result<bool> {
         ex.plan = Some(plan);
+        self.answer(session, ex, reply, retry_after).await?;
+        Ok(true)
+    }
+
+    /// Record `reply` as the request's answer and write it, with the connection's reuse
+    /// set as for any response.
+    async fn answer(
+        &self,
+        session: &mut Session,
+        ex: &mut Exchange,
+        reply: &LocalReply,
+        retry_after: bool,
+    ) -> Result<()> {
         ex.answered(reply);
         self.connection_reuse(session);
-        self.write_reply(session, reply, retry_after).await?;
-        Ok(true)
+        self.write_reply(session, reply, retry_after).await
     }
 
     /// Write a local reply, then read and discard what is left of the request body
@@ -207,7 +219,7 @@ impl ProxyHttp for Gate {
             .clone()
             .or_else(|| p.body_refusal(declared_len, limits))
         {
-            request_log::count_local_reply(r.code);
+            request_log::count_refusal(r.code, "proxy");
             ex.admitted = Some(slot);
             return self.reply(session, ex, p, &r, false).await;
         }
@@ -296,9 +308,7 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.status = resp.status.as_u16();
-        if ex.upstream_time.is_none() {
-            ex.upstream_time = ex.upstream_started.map(|t| t.elapsed());
-        }
+        ex.note_upstream_time();
         self.connection_reuse(session);
         request_log::count_response(session, ex, ex.status);
         let chunked = !session.is_http2() && session.req_header().version == http::Version::HTTP_11;
@@ -358,9 +368,7 @@ impl ProxyHttp for Gate {
         e: &Error,
         ex: &mut Exchange,
     ) -> FailToProxy {
-        if let (None, Some(t)) = (ex.upstream_time, ex.upstream_started) {
-            ex.upstream_time = Some(t.elapsed());
-        }
+        ex.note_upstream_time();
         let reply = ex.local_error.take().or_else(|| {
             let failure = local_reply::failure_of(e, ex.status != 0)?;
             // One line per upstream failure, with what pingora knows of it.
@@ -371,9 +379,7 @@ impl ProxyHttp for Gate {
         if let Some((reply, retry_after)) = reply {
             if session.response_written().is_none() {
                 code = reply.code;
-                ex.answered(&reply);
-                self.connection_reuse(session);
-                if let Err(we) = self.write_reply(session, &reply, retry_after).await {
+                if let Err(we) = self.answer(session, ex, &reply, retry_after).await {
                     tracing::debug!(error = %we, "could not write the error response");
                 }
             }

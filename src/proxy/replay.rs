@@ -16,11 +16,9 @@ use pingora::{Error, ErrorType};
 /// other decision's): count it, get the JSON body ready, and return the error that
 /// makes pingora send the request again.
 pub fn start(ex: &mut Exchange, s: &CodecSettings) -> Box<Error> {
-    let m = metrics();
-    m.unsupported_media_type_total
-        .with_label_values(&["upstream"])
-        .inc();
-    m.fallbacks_total
+    super::request_log::count_refusal(415, "upstream");
+    metrics()
+        .fallbacks_total
         .with_label_values(&["unsupported_media_type"])
         .inc();
     ex.start_replay(s);

@@ -38,27 +38,20 @@ pub fn count_response(session: &Session, ex: &mut Exchange, status: u16) {
             m.upgrades_active.with_label_values(&[label]).inc();
             ex.upgrade = Some(label);
         }
-        415 => m
-            .unsupported_media_type_total
-            .with_label_values(&["upstream"])
-            .inc(),
-        406 => m
-            .not_acceptable_total
-            .with_label_values(&["upstream"])
-            .inc(),
-        _ => {}
+        code => count_refusal(code, "upstream"),
     }
 }
 
-/// Count a refusal cborgate answered from the request head alone.
-pub fn count_local_reply(code: u16) {
+/// Count a 415 or 406 (any other code is not counted here) by its `origin`:
+/// `proxy`, answered by cborgate from the request head, or `upstream`.
+pub fn count_refusal(code: u16, origin: &str) {
     let m = metrics();
     match code {
         415 => m
             .unsupported_media_type_total
-            .with_label_values(&["proxy"])
+            .with_label_values(&[origin])
             .inc(),
-        406 => m.not_acceptable_total.with_label_values(&["proxy"]).inc(),
+        406 => m.not_acceptable_total.with_label_values(&[origin]).inc(),
         _ => {}
     }
 }

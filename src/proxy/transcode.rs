@@ -139,6 +139,14 @@ impl Exchange {
         }
     }
 
+    /// The time the upstream took to answer (or fail), measured once, from the start of
+    /// the upstream attempt.
+    pub fn note_upstream_time(&mut self) {
+        if self.upstream_time.is_none() {
+            self.upstream_time = self.upstream_started.map(|t| t.elapsed());
+        }
+    }
+
     /// Answer with `reply` (its format labels the request; its message is the reason).
     pub fn answered(&mut self, reply: &LocalReply) {
         self.status = reply.code;
