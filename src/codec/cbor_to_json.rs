@@ -7,10 +7,14 @@
 //! and nesting lives on an explicit stack. JSON needs no lengths up front, so
 //! output is produced as the input arrives and nothing is buffered but a
 //! partial head, a partial UTF-8 sequence, the keys of open maps (duplicate
-//! detection) and the text of a tag-0 time. The JSON text itself (escapes,
+//! detection), the text of a tag-0 time and, with a field schema
+//! ([`super::fields`]), one position per open container and the current key's first
+//! 32 bytes. With a schema the fast paths are off: every item takes the general path,
+//! where the schema is followed. The JSON text itself (escapes,
 //! base64, Go's number text) is written by `json_text.rs`.
 
 use super::error::{CodecError, Reason};
+use super::fields::{Position, Schema, MAX_FIELD_NAME};
 use super::json_text::{
     quoted, quoted_ascii, write_decimal_i64, write_go_float, Encoder, Encoding, JsonSink,
 };
@@ -54,6 +58,9 @@ enum Dest {
     Key,
     Time,
     Enc(Encoding),
+    /// A map key tagged 21/22/23 on a byte string: its text form is the key, as
+    /// Kubernetes decodes such a key into a Go `string` (issue 20, item 12).
+    EncKey(Encoding),
 }
 
 /// What the parent of a new item is, looking through tags.
@@ -86,6 +93,19 @@ pub struct CborToJson {
     tbuf: Vec<u8>,
     enc: Encoder,
     keys: KeySets<()>,
+    /// Where an encoded key's text starts in `out` (for duplicate detection).
+    enc_key_start: usize,
+    /// `opts.schema` is [`Schema::Unstructured`]: no field bookkeeping, fast paths on.
+    plain: bool,
+    /// With a schema: the position of each open array and map, innermost last.
+    positions: Vec<Position>,
+    /// With a schema: the position of the value being read (set at its first head).
+    pos: Position,
+    /// With a schema: the position of the value after the key just read.
+    next_value: Position,
+    /// With a schema: the current key, for matching field names (`None`: tagged or long).
+    field_name: [u8; MAX_FIELD_NAME],
+    field_name_len: Option<u8>,
     offset: u64,
     documents: u64,
     top_done: bool,
@@ -122,6 +142,13 @@ impl CborToJson {
             tbuf: Vec::new(),
             enc: Encoder::new(Encoding::Hex),
             keys: KeySets::new(),
+            enc_key_start: 0,
+            plain: opts.schema == Schema::Unstructured,
+            positions: Vec::new(),
+            pos: Position::top(Schema::Unstructured),
+            next_value: Position::top(Schema::Unstructured),
+            field_name: [0; MAX_FIELD_NAME],
+            field_name_len: None,
             offset: 0,
             documents: 0,
             top_done: false,
@@ -136,13 +163,16 @@ impl CborToJson {
         let mut stack = std::mem::take(&mut self.stack);
         let mut tbuf = std::mem::take(&mut self.tbuf);
         let mut keys = std::mem::replace(&mut self.keys, KeySets::new());
+        let mut positions = std::mem::take(&mut self.positions);
         stack.clear();
         tbuf.clear();
         keys.clear();
+        positions.clear();
         *self = CborToJson {
             stack,
             tbuf,
             keys,
+            positions,
             ..CborToJson::new(self.opts)
         };
     }
@@ -200,7 +230,7 @@ impl CborToJson {
                 }
                 continue;
             }
-            if self.head_len == 0 {
+            if self.head_len == 0 && self.plain {
                 i = self.fast(input, i, out)?;
                 if i == len {
                     break;
@@ -220,7 +250,9 @@ impl CborToJson {
                     }
                     i += need;
                     let (major, ai) = (b0 >> 5, b0 & 31);
-                    if (major == 2 || major == 3) && ai < 28 {
+                    if !self.plain {
+                        // A schema is followed on the general path only.
+                    } else if (major == 2 || major == 3) && ai < 28 {
                         if let Some(end) = self.whole_string(major, arg, input, i, out)? {
                             i = end;
                             continue;
@@ -314,6 +346,9 @@ impl CborToJson {
             }
             self.depth += 1;
         }
+        if !self.plain && matches!(f, Frame::Array { .. } | Frame::Map { .. }) {
+            self.positions.push(self.pos);
+        }
         self.stack.push(f);
         Ok(())
     }
@@ -324,8 +359,54 @@ impl CborToJson {
             if !matches!(f, Frame::IndefStr { .. }) {
                 self.depth -= 1;
             }
+            if !self.plain && matches!(f, Frame::Array { .. } | Frame::Map { .. }) {
+                self.positions.pop();
+            }
         }
         f
+    }
+
+    /// With a schema: where a new value (its first head) sits.
+    fn position_of(&self, parent: Parent) -> Position {
+        let schema = self.opts.schema;
+        match (parent, self.positions.last()) {
+            (Parent::Array, Some(p)) => p.child(schema, self.positions.len() - 1, None, true),
+            (Parent::MapValue, _) => self.next_value,
+            _ => Position::top(schema),
+        }
+    }
+
+    /// With a schema: a map key has ended; where its value sits.
+    fn key_read(&mut self) {
+        let schema = self.opts.schema;
+        let name = self.field_name_len.map(|n| &self.field_name[..n as usize]);
+        self.next_value = match self.positions.last() {
+            Some(p) => p.child(schema, self.positions.len() - 1, name, false),
+            None => Position::top(Schema::Unstructured),
+        };
+    }
+
+    /// With a schema: what a byte or text string value becomes in its field.
+    fn string_field(
+        &self,
+        major: u8,
+        tag: Option<TagKind>,
+        i: usize,
+    ) -> Result<Option<Dest>, CodecError> {
+        match self.opts.schema {
+            Schema::Typed(_) if self.pos.bytes => {
+                if major == 3 {
+                    return Err(self.err(Reason::TextForBytes, i));
+                }
+                // The bytes themselves, whatever tag 21–23 said; JSON carries `[]byte` as
+                // standard base64.
+                Ok(Some(Dest::Enc(Encoding::Base64)))
+            }
+            Schema::Unknown if major == 2 && tag != Some(TagKind::Enc(Encoding::Base64)) => {
+                Err(self.err(Reason::AmbiguousBytes, i))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// One complete head: major type, additional info, argument. `i` is the
@@ -368,6 +449,9 @@ impl CborToJson {
         }
         if tag.is_none() {
             self.separator(out);
+            if !self.plain && parent != Parent::MapKey {
+                self.pos = self.position_of(parent);
+            }
         }
         match major {
             0 | 1 => {
@@ -391,12 +475,22 @@ impl CborToJson {
                 self.item_done(i, out)
             }
             2 | 3 => {
-                let dest = match (parent, tag) {
-                    (Parent::MapKey, _) => Dest::Key,
-                    (_, Some(TagKind::Time0)) => Dest::Time,
-                    (_, Some(TagKind::Enc(e))) if major == 2 => Dest::Enc(e),
+                let field = if self.plain || parent == Parent::MapKey {
+                    None
+                } else {
+                    self.string_field(major, tag, i)?
+                };
+                let dest = match (parent, tag, field) {
+                    (Parent::MapKey, Some(TagKind::Enc(e)), _) if major == 2 => Dest::EncKey(e),
+                    (Parent::MapKey, ..) => Dest::Key,
+                    (_, _, Some(dest)) => dest,
+                    (_, Some(TagKind::Time0), _) => Dest::Time,
+                    (_, Some(TagKind::Enc(e)), _) if major == 2 => Dest::Enc(e),
                     _ => Dest::Json,
                 };
+                if !self.plain && parent == Parent::MapKey {
+                    self.field_name_len = if tag.is_none() { Some(0) } else { None };
+                }
                 if ai == 31 {
                     self.start_string(major, dest, i, out);
                     self.push_frame(Frame::IndefStr { major }, i)
@@ -464,7 +558,9 @@ impl CborToJson {
                     23 => TagKind::Enc(Encoding::Hex),
                     _ => TagKind::Transparent,
                 };
-                if parent == Parent::MapKey && kind != TagKind::Transparent {
+                // A key decodes into a Go `string`: tag 0's text as it is, tags 21–23 turn a
+                // byte string into their text form; tag 1's number cannot be a string.
+                if parent == Parent::MapKey && kind == TagKind::Time1 {
                     return Err(self.err(Reason::InvalidMapKey, i));
                 }
                 match tag {
@@ -956,6 +1052,14 @@ impl CborToJson {
                 out.push(b'"');
                 self.enc = Encoder::new(e);
             }
+            Dest::EncKey(e) => {
+                out.push(b'"');
+                self.enc = Encoder::new(e);
+                self.enc_key_start = out.len();
+                if self.opts.dedupe_keys {
+                    self.key_start = self.keys.key_start();
+                }
+            }
         }
     }
 
@@ -999,8 +1103,18 @@ impl CborToJson {
         let strict = self.str_major == 3;
         match self.str_dest {
             Dest::Json | Dest::Key => {
-                if self.str_dest == Dest::Key && self.opts.dedupe_keys {
-                    self.keys.key_bytes(data);
+                if self.str_dest == Dest::Key {
+                    if self.opts.dedupe_keys {
+                        self.keys.key_bytes(data);
+                    }
+                    if let Some(n) = self.field_name_len {
+                        let n = n as usize;
+                        self.field_name_len =
+                            self.field_name.get_mut(n..n + data.len()).map(|dst| {
+                                dst.copy_from_slice(data);
+                                (n + data.len()) as u8
+                            });
+                    }
                 }
                 // A plain ASCII prefix is valid and needs no escaping.
                 let n = if self.utf8.is_clear() {
@@ -1022,7 +1136,7 @@ impl CborToJson {
                 }
                 self.tbuf.extend_from_slice(data);
             }
-            Dest::Enc(_) => self.enc.push(data, out),
+            Dest::Enc(_) | Dest::EncKey(_) => self.enc.push(data, out),
         }
         Ok(())
     }
@@ -1050,11 +1164,28 @@ impl CborToJson {
                 let mut sink = JsonSink { out };
                 let _ = self.utf8.end(false, &mut sink);
                 out.push(b'"');
-                if self.str_dest == Dest::Key
-                    && self.opts.dedupe_keys
-                    && self.keys.check_key_end(self.key_start)
-                {
-                    return Err(self.err(Reason::DuplicateKey, i));
+                if self.str_dest == Dest::Key {
+                    if self.opts.dedupe_keys && self.keys.check_key_end(self.key_start) {
+                        return Err(self.err(Reason::DuplicateKey, i));
+                    }
+                    if !self.plain {
+                        self.key_read();
+                    }
+                }
+            }
+            Dest::EncKey(_) => {
+                self.enc.finish(out);
+                if self.opts.dedupe_keys {
+                    // The text form is the key, for duplicates too (Go compares the strings).
+                    self.keys.key_bytes(&out[self.enc_key_start..]);
+                    if self.keys.check_key_end(self.key_start) {
+                        out.push(b'"');
+                        return Err(self.err(Reason::DuplicateKey, i));
+                    }
+                }
+                out.push(b'"');
+                if !self.plain {
+                    self.key_read();
                 }
             }
             Dest::Time => {

@@ -43,11 +43,17 @@ pub enum Reason {
     InvalidTime,
     /// A CBOR length that claims more bytes than the input holds.
     LengthExceedsInput,
+    /// A text string where the schema has a `[]byte` field: Kubernetes decodes only byte
+    /// strings there.
+    TextForBytes,
+    /// A byte string (untagged, or tagged 21 or 23) in a typed body whose field types are not
+    /// known: its JSON depends on whether the field is `[]byte` or `string`.
+    AmbiguousBytes,
 }
 
 impl Reason {
     /// Every reason, so the metric's series can be created at zero from start-up.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 17] = [
         Reason::Truncated,
         Reason::Syntax,
         Reason::TrailingData,
@@ -63,6 +69,8 @@ impl Reason {
         Reason::InvalidMapKey,
         Reason::InvalidTime,
         Reason::LengthExceedsInput,
+        Reason::TextForBytes,
+        Reason::AmbiguousBytes,
     ];
 
     /// Bounded, stable label text.
@@ -83,6 +91,8 @@ impl Reason {
             Reason::InvalidMapKey => "invalid_map_key",
             Reason::InvalidTime => "invalid_time",
             Reason::LengthExceedsInput => "length_exceeds_input",
+            Reason::TextForBytes => "text_for_bytes",
+            Reason::AmbiguousBytes => "ambiguous_bytes",
         }
     }
 
@@ -103,6 +113,12 @@ impl Reason {
             Reason::InvalidMapKey => "map keys must be text or byte strings",
             Reason::InvalidTime => "invalid time value",
             Reason::LengthExceedsInput => "length exceeds the remaining input",
+            Reason::TextForBytes => {
+                "a text string where the field is bytes: send a byte string (tag 22 optional)"
+            }
+            Reason::AmbiguousBytes => {
+                "a byte string in a field whose type is not known: send text, or a byte string tagged 22"
+            }
         }
     }
 }
@@ -159,6 +175,8 @@ mod tests {
             Reason::InvalidMapKey => 12,
             Reason::InvalidTime => 13,
             Reason::LengthExceedsInput => 14,
+            Reason::TextForBytes => 15,
+            Reason::AmbiguousBytes => 16,
         };
         for (i, r) in Reason::ALL.into_iter().enumerate() {
             assert_eq!(position(r), i, "{r:?}");

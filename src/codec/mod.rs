@@ -16,6 +16,7 @@ mod buf;
 mod cbor_to_json;
 pub mod diag;
 mod error;
+pub mod fields;
 mod items;
 mod json_text;
 mod json_to_cbor;
@@ -113,6 +114,8 @@ pub struct CborToJsonOptions {
     /// header claiming more than what remains is rejected at once.
     pub input_len: Option<u64>,
     pub limits: Limits,
+    /// Which fields are `[]byte` (docs/wire.md §3, byte fields).
+    pub schema: fields::Schema,
 }
 
 impl Default for CborToJsonOptions {
@@ -122,6 +125,7 @@ impl Default for CborToJsonOptions {
             dedupe_keys: true,
             input_len: None,
             limits: Limits::default(),
+            schema: fields::Schema::Unstructured,
         }
     }
 }

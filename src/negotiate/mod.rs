@@ -10,6 +10,7 @@
 //!   anything else), the API group and resource, and the verb label of
 //!   `apiserver_request_total`.
 //! - [`plan`]: the decision table and the upstream modes; one test per row of WIRE.md §1.
+//! - [`byte_fields`]: which fields of a built-in kind are bytes, for a CBOR body's JSON.
 //! - [`auto`]: `auto` mode's CBOR-first body and `Accept`, from what was learned.
 //! - [`local`]: the Statuses cborgate answers itself outside the `Accept` table (limits,
 //!   admission, a bad body, failures on the way to the upstream).
@@ -18,6 +19,7 @@
 //!   through, replay after a 415), what it teaches, and the format label.
 
 pub mod auto;
+pub mod byte_fields;
 pub mod encoding;
 mod go_float;
 mod go_sort;

@@ -14,6 +14,7 @@
 //! and the router checks `Content-Type` before `Accept` (`a-apply-cbor`).
 
 use super::auto::{self, CapabilityKey, Learned};
+use super::byte_fields;
 use super::encoding;
 use super::media::{
     accept_without_cbor, router_accepts, router_not_acceptable_message, AcceptHeader, ContentType,
@@ -21,6 +22,7 @@ use super::media::{
     NOT_ACCEPTABLE_MESSAGE, PRODUCES_COLLECTION, PRODUCES_OBJECT,
 };
 use super::route::{self, Method, Route};
+use crate::codec::fields::Schema;
 
 /// `application/json`
 const JSON: &str = "application/json";
@@ -95,6 +97,9 @@ pub enum BodyAction {
     CborToJson {
         /// `application/json`, or `application/apply-patch+yaml` for an apply patch.
         upstream_content_type: &'static str,
+        /// Which fields are bytes (`byte_fields`): by the kind for a typed body, none for
+        /// an apply patch or a custom resource.
+        schema: Schema,
     },
     /// Upgrade mode: transcode a JSON body to CBOR (WIRE.md §2 rules) and send it with this
     /// `Content-Type` (`application/cbor`, or `application/apply-patch+cbor`).
@@ -335,7 +340,15 @@ impl<'a> Emulation<'a> {
             choice: accept.negotiate(Restrictions::Default),
             pretty_query: route::query_pretty(head.query),
         };
+        // Upgrade mode writes JSON strings as CBOR strings, which a CBOR-enabled server takes
+        // as the bytes of a `[]byte` field, not as their base64: a body that may hold one
+        // goes up as the JSON it is (docs/wire.md §3, byte fields).
+        let may_hold_bytes = match &route {
+            Route::Resource(r) => byte_fields::may_hold_bytes(byte_fields::typed_body(r)),
+            _ => false,
+        };
         let body_as_cbor = match (method, content_type.as_ref().map(ContentType::media_type)) {
+            (Method::Post | Method::Put, Some("application/json")) if may_hold_bytes => None,
             (Method::Post | Method::Put | Method::Delete, Some("application/json")) => Some(CBOR),
             (Method::Patch, Some("application/apply-patch+yaml")) => {
                 Some("application/apply-patch+cbor")
@@ -379,6 +392,7 @@ impl<'a> Emulation<'a> {
                         content_type: content_type.as_ref(),
                         accept_raw: head.accept,
                         produces,
+                        schema: byte_fields::typed_body(r),
                     };
                     serve_resource(&request, &accept, &errors, watch)
                 }
@@ -634,6 +648,8 @@ struct ResourceRequest<'r> {
     accept_raw: Option<&'r str>,
     /// The route's `Produces`, for the router's own `Accept` check.
     produces: &'r [&'r str],
+    /// The fields of a typed body that are bytes.
+    schema: Schema,
 }
 
 fn serve_resource<'a>(
@@ -692,6 +708,12 @@ fn serve_resource<'a>(
         }
         BodyCheck::Cbor(upstream_content_type) => BodyAction::CborToJson {
             upstream_content_type,
+            // The apiserver decodes an apply patch into an `Unstructured`, whatever the kind.
+            schema: if upstream_content_type == APPLY_YAML {
+                Schema::Unstructured
+            } else {
+                req.schema
+            },
         },
         BodyCheck::Fine | BodyCheck::UnsupportedPatch => BodyAction::PassThrough,
     };
@@ -787,6 +809,7 @@ mod tests {
     const PASS: ResponseAction = ResponseAction::PassThrough;
     const TO_JSON: BodyAction = BodyAction::CborToJson {
         upstream_content_type: JSON,
+        schema: Schema::Typed(byte_fields::CONFIGMAP),
     };
 
     fn head<'a>(
@@ -921,7 +944,8 @@ mod tests {
         assert_eq!(
             p.body,
             BodyAction::CborToJson {
-                upstream_content_type: APPLY_YAML
+                upstream_content_type: APPLY_YAML,
+                schema: Schema::Unstructured,
             }
         );
         assert_eq!((p.verb, p.request_format), ("APPLY", Format::Cbor));
@@ -936,7 +960,8 @@ mod tests {
         assert_eq!(
             p.body,
             BodyAction::CborToJson {
-                upstream_content_type: APPLY_YAML
+                upstream_content_type: APPLY_YAML,
+                schema: Schema::Unstructured,
             }
         );
         assert_passthrough(&p, Format::Json);
@@ -1870,9 +1895,22 @@ mod tests {
             Some("application/cbor;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
         );
         // Bodies: JSON becomes CBOR, apply YAML (JSON text) becomes apply CBOR.
+        let pods = "/api/v1/namespaces/verify/pods";
         for (method, target, ct, want) in [
-            ("POST", CM, "application/json", "application/cbor"),
-            ("PUT", CM_ONE, "application/json", "application/cbor"),
+            ("POST", pods, "application/json", "application/cbor"),
+            (
+                "PUT",
+                &format!("{pods}/p")[..],
+                "application/json",
+                "application/cbor",
+            ),
+            ("DELETE", CM_ONE, "application/json", "application/cbor"),
+            (
+                "POST",
+                "/apis/harness.example.com/v1/namespaces/a/widgets",
+                "application/json",
+                "application/cbor",
+            ),
             (
                 "PATCH",
                 CM_ONE,
@@ -1890,6 +1928,32 @@ mod tests {
                     upstream_content_type: want
                 },
                 "{method} {ct}"
+            );
+        }
+        // A kind with `[]byte` fields (or fields not known) keeps its JSON body: a CBOR
+        // string there would be taken as the bytes, not as their base64.
+        for (method, target) in [
+            ("POST", CM),
+            ("PUT", CM_ONE),
+            ("POST", "/api/v1/namespaces/verify/secrets"),
+            (
+                "POST",
+                "/apis/certificates.k8s.io/v9/certificatesigningrequests",
+            ),
+        ] {
+            let p = plan(
+                &head(
+                    method,
+                    target,
+                    Some("application/json"),
+                    Some("application/json"),
+                ),
+                UpstreamMode::Upgrade,
+            );
+            assert_eq!(
+                (p.body, p.response),
+                (BodyAction::PassThrough, to_json),
+                "{target}"
             );
         }
         // Patch types with no CBOR form keep their body; the answer is still upgraded.
@@ -1957,6 +2021,7 @@ mod tests {
         let none = BodyAction::PassThrough;
         let apply = BodyAction::CborToJson {
             upstream_content_type: APPLY_YAML,
+            schema: Schema::Unstructured,
         };
         let pom = "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         let fallback = "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9";

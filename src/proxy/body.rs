@@ -3,6 +3,7 @@
 //! compressed ([`Gzip`]). No decisions here: the
 //! plan says which direction, this only carries it out.
 
+use crate::codec::fields::Schema;
 use crate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
     Transcoder,
@@ -61,13 +62,15 @@ impl BodyCodec {
         Self::new(Direction::Response, ("json", "cbor"), watch, Box::new(t))
     }
 
-    /// A request body (CBOR → JSON); `declared_len` from Content-Length.
-    pub fn request(declared_len: Option<u64>, limits: Limits) -> Self {
+    /// A request body (CBOR → JSON); `declared_len` from Content-Length; `schema` says
+    /// which fields are bytes.
+    pub fn request(declared_len: Option<u64>, limits: Limits, schema: Schema) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: false,
             dedupe_keys: true,
             input_len: declared_len,
             limits,
+            schema,
         });
         Self::new(Direction::Request, ("cbor", "json"), false, Box::new(t))
     }
@@ -92,6 +95,7 @@ impl BodyCodec {
             dedupe_keys: false,
             input_len: None,
             limits,
+            schema: Schema::Unstructured,
         });
         Self::new(Direction::Response, ("cbor", "json"), watch, Box::new(t))
     }

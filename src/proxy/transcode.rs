@@ -124,7 +124,9 @@ impl Exchange {
     ) -> Option<BodyCodec> {
         match plan.body_for_attempt(replay) {
             BodyAction::PassThrough => None,
-            BodyAction::CborToJson { .. } => Some(BodyCodec::request(declared_len, s.limits)),
+            BodyAction::CborToJson { schema, .. } => {
+                Some(BodyCodec::request(declared_len, s.limits, schema))
+            }
             BodyAction::JsonToCbor { .. } => {
                 Some(BodyCodec::request_to_cbor(s.window, s.strings, s.limits))
             }
@@ -172,6 +174,7 @@ impl Exchange {
             BodyAction::PassThrough => {}
             BodyAction::CborToJson {
                 upstream_content_type,
+                ..
             }
             | BodyAction::JsonToCbor {
                 upstream_content_type,

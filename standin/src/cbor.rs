@@ -52,7 +52,7 @@ pub(crate) fn encode_event(typ: &str, object: &Value) -> Vec<u8> {
 }
 
 /// The field of a built-in kind whose map values are `[]byte` (base64 in JSON).
-fn bytes_field(kind: &str) -> Option<&'static str> {
+pub(crate) fn bytes_field(kind: &str) -> Option<&'static str> {
     match kind {
         "ConfigMap" => Some("binaryData"),
         "Secret" => Some("data"),

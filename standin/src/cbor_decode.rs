@@ -28,10 +28,30 @@ const UNEXPECTED_EOF: &str = "unexpected EOF";
 /// A CBOR request body (tag 55799 optional) as the JSON text Go would have decoded it
 /// to. The error is Go's wording of the decoder's complaint.
 pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<u8>, String> {
+    decode_typed_body(body, None)
+}
+
+/// [`decode_body`] for a built-in kind whose top-level field `bytes_map` is
+/// `map[string][]byte` (ConfigMap `binaryData`, Secret `data`): its values decode as
+/// fxamacker/cbor decodes into `[]byte` (a byte string's bytes whatever tag 21-23 it
+/// carries; a text string refused) and are base64 in the JSON.
+pub(crate) fn decode_typed_body(body: &[u8], bytes_map: Option<&str>) -> Result<Vec<u8>, String> {
     if body.is_empty() {
         return Err("EOF".into());
     }
-    let (v, end) = decode_first(body)?;
+    let mut d = Decoder::new(body);
+    while body[d.position()..].starts_with(&[0xd9, 0xd9, 0xf7]) {
+        d.set_position(d.position() + 3);
+    }
+    let v = if peek(&d)? >> 5 == 5 {
+        let len = d
+            .map()
+            .map_err(|e| fail(e, || "cbor: malformed map".into()))?;
+        map(&mut d, len, 1, bytes_map).map(Value::Object)?
+    } else {
+        item(&mut d, 1)?
+    };
+    let (v, end) = (v, d.position());
     if end < body.len() {
         return Err(format!(
             "cbor: {} bytes of extraneous data starting at index {end}",
@@ -43,6 +63,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The first data item of `input` and the offset just after it. Floats stay floats
 /// in the value; [`json::encode_compact`] prints them as Go does (`2.0` → `2`).
+#[cfg(test)]
 pub(crate) fn decode_first(input: &[u8]) -> Result<(Value, usize), String> {
     let mut d = Decoder::new(input);
     let v = item(&mut d, 1)?;
@@ -137,7 +158,7 @@ fn item(d: &mut Decoder<'_>, depth: usize) -> Result<Value, String> {
         }
         5 => {
             let len = d.map().map_err(|e| fail(e, malformed))?;
-            map(d, len, depth).map(Value::Object)
+            map(d, len, depth, None).map(Value::Object)
         }
         6 => tagged(d, depth),
         _ => simple(d, b),
@@ -175,7 +196,12 @@ fn each<'b>(
 /// A map of text or byte string keys (Kubernetes decodes into
 /// `map[string]interface{}`); a key seen twice, in either form, is refused
 /// (DupMapKeyEnforcedAPF).
-fn map(d: &mut Decoder<'_>, len: Option<u64>, depth: usize) -> Result<Map<String, Value>, String> {
+fn map(
+    d: &mut Decoder<'_>,
+    len: Option<u64>,
+    depth: usize,
+    bytes_map: Option<&str>,
+) -> Result<Map<String, Value>, String> {
     let mut out = Map::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
     let mut index = 0usize;
@@ -197,7 +223,23 @@ fn map(d: &mut Decoder<'_>, len: Option<u64>, depth: usize) -> Result<Map<String
                 "cbor: found duplicate map key \"{name}\" at map element index {index}"
             ));
         }
-        let value = item(d, depth + 1)?;
+        let value = if bytes_map == Some(name.as_str()) && peek(d)? >> 5 == 5 {
+            let len = d
+                .map()
+                .map_err(|e| fail(e, || "cbor: malformed map".into()))?;
+            let mut values = Map::new();
+            each(d, len, |d| {
+                let k = match peek(d)? >> 5 {
+                    2 => go_string(&string_bytes(d, 2)?),
+                    _ => text(d)?,
+                };
+                values.insert(k, byte_value(d, depth + 2)?);
+                Ok(())
+            })?;
+            Value::Object(values)
+        } else {
+            item(d, depth + 1)?
+        };
         out.insert(name, value);
         index += 1;
         Ok(())
@@ -266,6 +308,27 @@ fn go_string(mut raw: &[u8]) -> String {
                 raw = rest.get(1..).unwrap_or_default();
             }
         }
+    }
+}
+
+/// A `[]byte` value: tags 21-23 and 55799 only say how the bytes might be shown
+/// later; the bytes are the value (base64 in JSON). Text is refused, as fxamacker/cbor
+/// refuses a text string for `[]byte`.
+fn byte_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, String> {
+    let start = d.position();
+    while peek(d)? >> 5 == 6 {
+        match d.tag().map(u64::from) {
+            Ok(21..=23 | 55799) => {}
+            _ => {
+                d.set_position(start);
+                return item(d, depth);
+            }
+        }
+    }
+    match peek(d)? >> 5 {
+        2 => Ok(Value::String(util::base64_std(&string_bytes(d, 2)?))),
+        3 => Err("cbor: cannot unmarshal UTF-8 text string into Go value of type []uint8".into()),
+        _ => item(d, depth),
     }
 }
 
@@ -548,6 +611,29 @@ mod tests {
         assert_eq!(ok(b"\xd5\x44\x00\x01\xff\xfe"), json!("AAH__g"));
         assert_eq!(ok(b"\xd6\x44\x00\x01\xff\xfe"), json!("AAH//g=="));
         assert_eq!(ok(b"\xd7\x44\x00\x01\xff\xfe"), json!("0001fffe"));
+    }
+
+    #[test]
+    fn byte_fields_of_typed_kinds() {
+        // Issue 19 item 5: `binaryData: {"b": 23(h'0001fffe')}` is stored as 00 01 ff fe.
+        let typed = |b: &[u8]| {
+            decode_typed_body(b, Some("binaryData")).map(|j| String::from_utf8(j).unwrap())
+        };
+        for value in [
+            &b"\xd7\x44\x00\x01\xff\xfe"[..],
+            b"\xd5\x44\x00\x01\xff\xfe",
+            b"\x44\x00\x01\xff\xfe",
+        ] {
+            let body = [&b"\xa1\x4abinaryData\xa1\x41b"[..], value].concat();
+            assert_eq!(typed(&body).unwrap(), r#"{"binaryData":{"b":"AAH//g=="}}"#);
+            // Without the kind, the tag's text form (a custom resource).
+            assert!(decode_body(&body).is_ok());
+        }
+        let text = b"\xa1\x4abinaryData\xa1\x41b\x62ab";
+        assert_eq!(
+            typed(text).unwrap_err(),
+            "cbor: cannot unmarshal UTF-8 text string into Go value of type []uint8"
+        );
     }
 
     #[test]

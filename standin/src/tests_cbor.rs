@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::*;
 use crate::CborMode;
-use crate::{cbor_decode, json as go_json};
+use crate::{cbor_decode, json as go_json, util};
 
 const CBOR: &str = "application/cbor";
 const ACCEPT_CBOR: (&str, &str) = ("Accept", "application/cbor");
@@ -57,7 +57,21 @@ fn to_cbor(v: &Value) -> Vec<u8> {
                 e.map(m.len() as u64).expect("writes to a Vec");
                 for (k, i) in m {
                     e.str(k).expect("writes to a Vec");
-                    write(e, i);
+                    match (k.as_str(), i) {
+                        // `binaryData` is map[string][]byte: client-go writes each value as
+                        // tag 22 around a byte string.
+                        ("binaryData", Value::Object(values)) => {
+                            e.map(values.len() as u64).expect("writes to a Vec");
+                            for (k, v) in values {
+                                let raw = v.as_str().and_then(util::base64_decode).expect("base64");
+                                e.str(k).expect("writes to a Vec");
+                                e.tag(minicbor::data::Tag::new(22))
+                                    .expect("writes to a Vec");
+                                e.bytes(&raw).expect("writes to a Vec");
+                            }
+                        }
+                        _ => write(e, i),
+                    }
                 }
                 return;
             }

@@ -50,12 +50,13 @@ fn decode_object(
             )
         })?,
         Format::Cbor => {
-            transcoded = cbor_decode::decode_body(body).map_err(|why| {
-                unrecognized(format!(
-                    "unable to determine group/version/kind: {why} ({})",
-                    cbor::summarize(body)
-                ))
-            })?;
+            transcoded = cbor_decode::decode_typed_body(body, cbor::bytes_field(res.kind))
+                .map_err(|why| {
+                    unrecognized(format!(
+                        "unable to determine group/version/kind: {why} ({})",
+                        cbor::summarize(body)
+                    ))
+                })?;
             &transcoded[..]
         }
         _ => body,

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod byte_fields;
 mod corpus;
 mod props;
 mod regressions;

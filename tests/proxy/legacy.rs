@@ -980,3 +980,100 @@ fn filter_and_router_errors_stay_json() {
         }
     }
 }
+
+/// Issue 19 item 5: a byte string in a `[]byte` field is stored as its bytes whatever tag
+/// 21–23 it carries, as the CBOR-enabled server stores it; a string field keeps the tag's
+/// text form; a text string in a `[]byte` field is a 400, and nothing is created. Checked
+/// through cborgate (legacy) and directly against the stand-in's CBOR-enabled mode.
+#[test]
+fn byte_fields_are_stored_as_their_bytes() {
+    use cborgate_standin::{CborMode, StandInOptions};
+    let legacy = Harness::start("legacy", &[]);
+    let native = Harness::start_with(
+        "native",
+        &[],
+        StandInOptions {
+            cbor: CborMode::On,
+            ..StandInOptions::default()
+        },
+    );
+    // {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": N},
+    //  "binaryData": {"b": VALUE}, "data": {"s": 23(h'0001')}}
+    let body = |name: &str, value: &[u8]| {
+        let mut b =
+            b"\xd9\xd9\xf7\xa5\x6aapiVersion\x62v1\x64kind\x69ConfigMap\x68metadata\xa1\x64name"
+                .to_vec();
+        b.push(0x60 + name.len() as u8);
+        b.extend(name.as_bytes());
+        b.extend(b"\x6abinaryData\xa1\x61b");
+        b.extend(value);
+        b.extend(b"\x64data\xa1\x61s\xd7\x42\x00\x01");
+        b
+    };
+    let bytes = b"\x44\x00\x01\xff\xfe";
+    let cases: [(&str, Vec<u8>); 3] = [
+        ("tag23", [&b"\xd7"[..], bytes].concat()),
+        ("tag21", [&b"\xd5"[..], bytes].concat()),
+        ("untagged", bytes.to_vec()),
+    ];
+    for h in [&legacy, &native] {
+        for (name, value) in &cases {
+            let r = once(
+                h.proxy,
+                "POST",
+                CMS,
+                &[("Content-Type", CBOR), ("Accept", "application/json")],
+                Some(&body(name, value)),
+            );
+            assert_eq!(
+                r.status,
+                201,
+                "{name}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            let r = once(
+                h.proxy,
+                "GET",
+                &format!("{CMS}/{name}"),
+                &[("Accept", "application/json")],
+                None,
+            );
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(v["binaryData"]["b"], "AAH//g==", "{name}: 00 01 ff fe");
+            assert_eq!(
+                v["data"]["s"], "0001",
+                "{name}: a string field keeps the hex text"
+            );
+        }
+        let r = once(
+            h.proxy,
+            "POST",
+            CMS,
+            &[("Content-Type", CBOR), ("Accept", CBOR)],
+            Some(&body("text", b"\x68AAH//g==")),
+        );
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(decode(&r)["reason"], "BadRequest");
+        let r = once(
+            h.proxy,
+            "GET",
+            &format!("{CMS}/text"),
+            &[("Accept", "application/json")],
+            None,
+        );
+        assert_eq!(r.status, 404, "nothing created");
+    }
+    // What the legacy upstream read: base64 of the bytes.
+    let posted: Vec<Value> = legacy
+        .standin()
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .filter_map(|r| serde_json::from_slice(&r.body).ok())
+        .collect();
+    assert_eq!(posted.len(), 3, "the text case never went upstream as JSON");
+    for v in posted {
+        assert_eq!(v["binaryData"], json!({"b": "AAH//g=="}));
+        assert_eq!(v["data"], json!({"s": "0001"}));
+    }
+}

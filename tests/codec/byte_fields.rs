@@ -1,0 +1,268 @@
+//! Byte fields and tagged map keys in CBOR request bodies (docs/wire.md §3): the JSON a
+//! legacy apiserver must read for what a CBOR-enabled one decodes (issue 19 item 5, issue 20
+//! item 12), at every split of the input.
+
+use cborgate::codec::fields::{Schema, Step};
+use cborgate::codec::{CborToJson, CborToJsonOptions, Reason};
+use cborgate::negotiate::byte_fields::typed_body;
+use cborgate::negotiate::Route;
+
+use Step::{AnyIndex, AnyKey, Key};
+
+// A tiny CBOR writer, so each case reads as the value it encodes.
+fn head(major: u8, n: u64) -> Vec<u8> {
+    let m = major << 5;
+    match n {
+        0..=23 => vec![m | n as u8],
+        24..=0xff => vec![m | 24, n as u8],
+        0x100..=0xffff => [vec![m | 25], (n as u16).to_be_bytes().to_vec()].concat(),
+        _ => [vec![m | 26], (n as u32).to_be_bytes().to_vec()].concat(),
+    }
+}
+fn t(s: &str) -> Vec<u8> {
+    [head(3, s.len() as u64), s.as_bytes().to_vec()].concat()
+}
+fn b(bytes: &[u8]) -> Vec<u8> {
+    [head(2, bytes.len() as u64), bytes.to_vec()].concat()
+}
+fn tag(n: u64, item: Vec<u8>) -> Vec<u8> {
+    [head(6, n), item].concat()
+}
+fn map(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<u8> {
+    let mut out = head(5, pairs.len() as u64);
+    for (k, v) in pairs {
+        out.extend(k);
+        out.extend(v);
+    }
+    out
+}
+fn arr(items: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut out = head(4, items.len() as u64);
+    for i in items {
+        out.extend(i);
+    }
+    out
+}
+
+const CM: Schema = Schema::Typed(&[&[Key("binaryData"), AnyKey]]);
+const HOOKS: Schema = Schema::Typed(&[&[
+    Key("webhooks"),
+    AnyIndex,
+    Key("clientConfig"),
+    Key("caBundle"),
+]]);
+
+/// Transcode whole, byte at a time and at every single split: one answer for all.
+fn json(schema: Schema, cbor: &[u8]) -> Result<String, Reason> {
+    let opts = CborToJsonOptions {
+        schema,
+        input_len: Some(cbor.len() as u64),
+        ..CborToJsonOptions::default()
+    };
+    let run = |cuts: &[usize]| {
+        let mut c = CborToJson::new(opts);
+        let mut out = Vec::new();
+        for w in cuts.windows(2) {
+            c.feed(&cbor[w[0]..w[1]], &mut out).map_err(|e| e.reason)?;
+        }
+        c.finish(&mut out).map_err(|e| e.reason)?;
+        Ok(String::from_utf8(out).expect("JSON is UTF-8"))
+    };
+    let whole = run(&[0, cbor.len()]);
+    let bytewise: Vec<usize> = (0..=cbor.len()).collect();
+    assert_eq!(run(&bytewise), whole, "byte at a time");
+    for cut in 1..cbor.len() {
+        assert_eq!(run(&[0, cut, cbor.len()]), whole, "split at {cut}");
+    }
+    whole
+}
+
+fn cm(value: Vec<u8>) -> Vec<u8> {
+    map(vec![
+        (t("kind"), t("ConfigMap")),
+        (t("binaryData"), map(vec![(t("b"), value)])),
+        (t("data"), map(vec![(t("s"), tag(23, b(&[0, 1])))])),
+    ])
+}
+
+#[test]
+fn a_byte_field_gets_the_bytes_whatever_the_tag() {
+    // Issue 19: `binaryData: {"b": 23(h'0001fffe')}` is stored as 00 01 ff fe by the
+    // CBOR-enabled server; the legacy server must get their base64. `data` is a string
+    // field: there the tag's text form stays (docs/wire.md §3's table).
+    let want = r#"{"kind":"ConfigMap","binaryData":{"b":"AAH//g=="},"data":{"s":"0001"}}"#;
+    let bytes = b(&[0x00, 0x01, 0xff, 0xfe]);
+    for value in [
+        tag(23, bytes.clone()),
+        tag(21, bytes.clone()),
+        tag(22, bytes.clone()),
+        bytes.clone(),
+        tag(55799, tag(21, bytes.clone())),
+        // Indefinite length, in two chunks.
+        [vec![0x5f], b(&[0, 1]), b(&[0xff, 0xfe]), vec![0xff]].concat(),
+    ] {
+        assert_eq!(
+            json(CM, &cm(value.clone())).as_deref(),
+            Ok(want),
+            "{value:02x?}"
+        );
+    }
+    // Without a schema (a custom resource, an apply patch) the table applies as before.
+    assert_eq!(
+        json(Schema::Unstructured, &cm(tag(23, bytes))).as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":"0001fffe"},"data":{"s":"0001"}}"#)
+    );
+    // An empty byte string and null.
+    assert_eq!(
+        json(CM, &cm(b(&[]))).as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":""},"data":{"s":"0001"}}"#)
+    );
+    assert_eq!(
+        json(CM, &cm(vec![0xf6])).as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":null},"data":{"s":"0001"}}"#)
+    );
+}
+
+#[test]
+fn text_in_a_byte_field_is_refused() {
+    // Issue 19: a text string where the built-in schema wants bytes is a 400 directly.
+    for value in [
+        t("AAH//g=="),
+        tag(22, t("AAH//g==")),
+        [vec![0x7f], t("AA"), vec![0xff]].concat(),
+    ] {
+        assert_eq!(
+            json(CM, &cm(value.clone())),
+            Err(Reason::TextForBytes),
+            "{value:02x?}"
+        );
+    }
+}
+
+#[test]
+fn paths_through_arrays_and_only_there() {
+    let hook = |ca: Vec<u8>| {
+        map(vec![(
+            t("webhooks"),
+            arr(vec![
+                map(vec![(t("name"), t("a"))]),
+                map(vec![(
+                    t("clientConfig"),
+                    map(vec![(t("url"), tag(21, b(b"\xfb"))), (t("caBundle"), ca)]),
+                )]),
+            ]),
+        )])
+    };
+    assert_eq!(
+        json(HOOKS, &hook(tag(23, b(b"PEM\x00")))).as_deref(),
+        Ok(r#"{"webhooks":[{"name":"a"},{"clientConfig":{"url":"-w","caBundle":"UEVNAA=="}}]}"#)
+    );
+    assert_eq!(json(HOOKS, &hook(t("PEM"))), Err(Reason::TextForBytes));
+    // `caBundle` elsewhere is not the field.
+    let elsewhere = map(vec![(t("caBundle"), t("PEM"))]);
+    assert_eq!(
+        json(HOOKS, &elsewhere).as_deref(),
+        Ok(r#"{"caBundle":"PEM"}"#)
+    );
+}
+
+#[test]
+fn an_unknown_typed_body_refuses_ambiguous_byte_strings() {
+    let body = |v: Vec<u8>| map(vec![(t("spec"), map(vec![(t("x"), v)]))]);
+    // Tag 22's base64 text is right for a string and for a []byte field alike.
+    assert_eq!(
+        json(Schema::Unknown, &body(tag(22, b(&[0, 1])))).as_deref(),
+        Ok(r#"{"spec":{"x":"AAE="}}"#)
+    );
+    assert_eq!(
+        json(Schema::Unknown, &body(t("text"))).as_deref(),
+        Ok(r#"{"spec":{"x":"text"}}"#)
+    );
+    for v in [b(b"abcd"), tag(21, b(&[0, 1])), tag(23, b(&[0, 1]))] {
+        assert_eq!(
+            json(Schema::Unknown, &body(v.clone())),
+            Err(Reason::AmbiguousBytes),
+            "{v:02x?}"
+        );
+    }
+    // Keys are strings in Go whatever their CBOR type.
+    assert_eq!(
+        json(Schema::Unknown, &map(vec![(b(b"k"), t("v"))])).as_deref(),
+        Ok(r#"{"k":"v"}"#)
+    );
+}
+
+#[test]
+fn tagged_map_keys_decode_as_go_strings() {
+    // Issue 20 item 12: Kubernetes decodes a map key into a Go string: tag 0's text as it
+    // is, tags 21-23 on a byte string as their text form, unknown tags dropped; tag 1's
+    // number cannot be a string.
+    for schema in [Schema::Unstructured, CM] {
+        let m = map(vec![
+            (tag(0, t("2024-01-01T00:00:00.000Z")), t("a")),
+            (tag(21, b(&[0xfb, 0xff])), t("b")),
+            (tag(22, b(&[0xfb, 0xff])), t("c")),
+            (tag(23, b(&[0xfb, 0xff])), t("d")),
+            (tag(23, t("text")), t("e")),
+            (tag(1234, t("u")), t("f")),
+        ]);
+        assert_eq!(
+            json(schema, &m).as_deref(),
+            Ok(
+                r#"{"2024-01-01T00:00:00.000Z":"a","-_8":"b","+/8=":"c","fbff":"d","text":"e","u":"f"}"#
+            ),
+            "{schema:?}"
+        );
+        assert_eq!(
+            json(schema, &map(vec![(tag(1, vec![0x01]), t("a"))])),
+            Err(Reason::InvalidMapKey)
+        );
+        // Duplicates are judged on the text the keys become, as Go compares strings.
+        let dup = map(vec![(tag(21, b(b"a")), t("x")), (t("YQ"), t("y"))]);
+        assert_eq!(json(schema, &dup), Err(Reason::DuplicateKey), "{schema:?}");
+        let dup = map(vec![(t("YQ"), t("y")), (tag(21, b(b"a")), t("x"))]);
+        assert_eq!(json(schema, &dup), Err(Reason::DuplicateKey), "{schema:?}");
+    }
+    // A tagged key never names a field: its value is not the byte field.
+    let m = map(vec![(
+        tag(55799, t("binaryData")),
+        map(vec![(t("b"), t("text"))]),
+    )]);
+    assert_eq!(
+        json(CM, &m).as_deref(),
+        Ok(r#"{"binaryData":{"b":"text"}}"#)
+    );
+}
+
+#[test]
+fn routes_pick_their_schema_end_to_end() {
+    let schema = |path: &str| match Route::classify(path) {
+        Route::Resource(r) => typed_body(&r),
+        other => panic!("{other:?}"),
+    };
+    let secret = map(vec![(
+        t("data"),
+        map(vec![(t("k"), tag(23, b(b"\x00\x01")))]),
+    )]);
+    assert_eq!(
+        json(schema("/api/v1/namespaces/a/secrets"), &secret).as_deref(),
+        Ok(r#"{"data":{"k":"AAE="}}"#)
+    );
+    // The same body to a ConfigMap: `data` is map[string]string there.
+    assert_eq!(
+        json(schema("/api/v1/namespaces/a/configmaps"), &secret).as_deref(),
+        Ok(r#"{"data":{"k":"0001"}}"#)
+    );
+    let csr = map(vec![(
+        t("spec"),
+        map(vec![(t("request"), tag(21, b(b"CSR")))]),
+    )]);
+    assert_eq!(
+        json(
+            schema("/apis/certificates.k8s.io/v1/certificatesigningrequests"),
+            &csr
+        )
+        .as_deref(),
+        Ok(r#"{"spec":{"request":"Q1NS"}}"#)
+    );
+}
