@@ -268,12 +268,34 @@ pub(crate) fn error_response(head: &RequestHead, e: &ApiError, serving: Serving)
     }
 }
 
+/// The authorizer's verb for a request to a resource.
+fn request_verb(head: &RequestHead, t: &ResTarget) -> &'static str {
+    let watch = t.legacy_watch || Query::parse(&head.query).bool("watch") == Some(true);
+    match head.method.as_str() {
+        "GET" | "HEAD" if watch => "watch",
+        "GET" | "HEAD" if t.name.is_none() => "list",
+        "GET" | "HEAD" => "get",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" if t.name.is_none() => "deletecollection",
+        "DELETE" => "delete",
+        _ => "unknown",
+    }
+}
+
 fn err(head: &RequestHead, e: ApiError, serving: Serving) -> Plan {
     Plan::Respond(error_response(head, &e, serving))
 }
 
 /// Decides what to do with a request from its head alone.
 pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
+    // Authentication runs before everything, in the legacy serializers whatever the group
+    // serves (native-1.36 `unauth`). The stand-in knows no users: every bearer token is
+    // good but `wrong`, the one the recording sends.
+    if head.header("authorization") == Some("Bearer wrong") {
+        return err(head, status::unauthorized(), Serving::Legacy);
+    }
     match route(&head.path) {
         // The router's 404 is written with the legacy serializers whether or not the
         // path's group serves CBOR: pretty JSON for a CBOR client
@@ -393,6 +415,16 @@ pub(crate) fn patch_media_type(content_type: &str) -> &str {
 }
 
 fn plan_resource(shared: &Shared, head: &RequestHead, t: ResTarget) -> Plan {
+    // Impersonation is allowed, and whoever is impersonated may do nothing: authorization's
+    // 403, in the legacy serializers (native-1.36 `impersonate`).
+    if let Some(user) = head
+        .header("impersonate-user")
+        .filter(|u| *u != "system:admin")
+    {
+        let verb = request_verb(head, &t);
+        let e = status::forbidden(t.res, t.name.as_deref(), user, verb, &t.ns);
+        return err(head, e, Serving::Legacy);
+    }
     let serving = shared.serving(t.res.group);
     // A CBOR-enabled server refuses HEAD and OPTIONS before any route, in the legacy
     // serializers' JSON with its own wording (native-1.36 `head-cm`, `options`).

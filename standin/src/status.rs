@@ -48,6 +48,49 @@ fn details(res: &ResourceDef, name: &str) -> Value {
     Value::Object(d)
 }
 
+/// The authentication filter's 401 for a bearer token it does not know (native-1.36
+/// `unauth`).
+pub(crate) fn unauthorized() -> ApiError {
+    failure(401, "Unauthorized", "Unauthorized".into(), None)
+}
+
+/// The authorization filter's 403 (native-1.36 `impersonate`: `configmaps "cm-b" is
+/// forbidden: User "bob" cannot get resource "configmaps" in API group "" in the namespace
+/// "wire"`).
+pub(crate) fn forbidden(
+    res: &ResourceDef,
+    name: Option<&str>,
+    user: &str,
+    verb: &str,
+    ns: &str,
+) -> ApiError {
+    let what = match name {
+        Some(n) => format!("{} \"{n}\"", res.qualified()),
+        None => res.qualified(),
+    };
+    let scope = if ns.is_empty() {
+        " at the cluster scope".to_string()
+    } else {
+        format!(" in the namespace \"{ns}\"")
+    };
+    let message = format!(
+        "{what} is forbidden: User \"{user}\" cannot {verb} resource \"{}\" in API group \"{}\"{scope}",
+        res.plural, res.group
+    );
+    let details = match name {
+        Some(n) => details(res, n),
+        None => {
+            let mut d = Map::new();
+            if !res.group.is_empty() {
+                d.insert("group".into(), json!(res.group));
+            }
+            d.insert("kind".into(), json!(res.plural));
+            Value::Object(d)
+        }
+    };
+    failure(403, "Forbidden", message, Some(details))
+}
+
 /// `configmaps "x" not found` (corpus `status-404`, `status-404-cr`).
 pub(crate) fn not_found(res: &ResourceDef, name: &str) -> ApiError {
     failure(

@@ -1,7 +1,8 @@
 //! The CBOR-enabled stand-in against a real CBOR-enabled kube-apiserver 1.36.2
 //! (`tests/data/corpus/native-1.36`): a CRD group's group-version discovery served
 //! in JSON only, and the errors the server's filters and router write in JSON for a
-//! CBOR client (405 for HEAD and OPTIONS, the router's 404). Status bodies are
+//! CBOR client (405 for HEAD and OPTIONS, the router's 404, 401 and 403 from the
+//! authentication and authorization filters). Status bodies are
 //! compared byte for byte with the recorded ones; the legacy stand-in is checked to
 //! answer as before.
 
@@ -161,4 +162,40 @@ async fn legacy_answers_are_unchanged() {
     assert_eq!(v["message"], "405: Method Not Allowed");
     let r = call(&s, "GET", MISSING, &[ACCEPT_CBOR], None).await;
     check_native("get-missing-resource", &r);
+}
+
+/// The authentication and authorization filters answer before any route, in JSON, CBOR
+/// enabled or not (native-1.36 `unauth`: a bearer token the server does not know;
+/// `impersonate`: a user allowed nothing).
+#[tokio::test]
+async fn authentication_and_authorization_errors_are_json() {
+    for mode in [CborMode::On, CborMode::Off] {
+        let s = start_mode(mode).await;
+        let r = call(
+            &s,
+            "GET",
+            "/api/v1/namespaces/wire/configmaps/cm-a",
+            &[ACCEPT_CBOR, ("Authorization", "Bearer wrong")],
+            None,
+        )
+        .await;
+        check_native("unauth", &r);
+        let r = call(
+            &s,
+            "GET",
+            "/api/v1/namespaces/wire/configmaps/cm-b",
+            &[ACCEPT_CBOR, ("Impersonate-User", "bob")],
+            None,
+        )
+        .await;
+        check_native("impersonate", &r);
+        // Any other token is taken; impersonating system:admin is allowed everything.
+        for h in [
+            ("Authorization", "Bearer right"),
+            ("Impersonate-User", "system:admin"),
+        ] {
+            let r = call(&s, "GET", CM_A, &[h], None).await;
+            assert_eq!(r.status, 200, "{h:?}");
+        }
+    }
 }

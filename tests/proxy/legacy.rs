@@ -1077,3 +1077,48 @@ fn byte_fields_are_stored_as_their_bytes() {
         assert_eq!(v["data"], json!({"s": "0001"}));
     }
 }
+
+/// Issue 19 item 6: 401 (a bad token) and 403 (authorization, after impersonation) come
+/// from the apiserver's filters as JSON, CBOR-enabled or not; through cborgate they reach
+/// a CBOR client as JSON: the CBOR-enabled server's exact bytes in native mode, its value
+/// in legacy mode.
+#[test]
+fn filter_errors_reach_a_cbor_client_as_recorded() {
+    use cborgate_standin::{CborMode, StandInOptions};
+    let legacy = Harness::start("legacy", &[]);
+    let native = Harness::start_with(
+        "native",
+        &[],
+        StandInOptions {
+            cbor: CborMode::On,
+            ..StandInOptions::default()
+        },
+    );
+    for h in [&legacy, &native] {
+        for (case, path, header) in [
+            ("unauth", "cm-a", ("Authorization", "Bearer wrong")),
+            ("impersonate", "cm-b", ("Impersonate-User", "bob")),
+        ] {
+            let r = once(
+                h.proxy,
+                "GET",
+                &format!("/api/v1/namespaces/wire/configmaps/{path}"),
+                &[("Accept", CBOR), header],
+                None,
+            );
+            assert_eq!(r.content_type(), "application/json", "{case}");
+            if std::ptr::eq(h, &native) {
+                assert_eq!(String::from_utf8_lossy(&r.body), recorded(case), "{case}");
+            } else {
+                // The legacy upstream was asked for JSON, so it writes its Status compact
+                // rather than indented: the same value.
+                let want: Value = serde_json::from_str(&recorded(case)).unwrap();
+                assert_eq!(
+                    serde_json::from_slice::<Value>(&r.body).unwrap(),
+                    want,
+                    "{case}"
+                );
+            }
+        }
+    }
+}
