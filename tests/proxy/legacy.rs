@@ -987,16 +987,7 @@ fn filter_and_router_errors_stay_json() {
 /// through cborgate (legacy) and directly against the stand-in's CBOR-enabled mode.
 #[test]
 fn byte_fields_are_stored_as_their_bytes() {
-    use cborgate_standin::{CborMode, StandInOptions};
-    let legacy = Harness::start("legacy", &[]);
-    let native = Harness::start_with(
-        "native",
-        &[],
-        StandInOptions {
-            cbor: CborMode::On,
-            ..StandInOptions::default()
-        },
-    );
+    let (legacy, native) = legacy_and_native();
     // {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": N},
     //  "binaryData": {"b": VALUE}, "data": {"s": 23(h'0001')}}
     let body = |name: &str, value: &[u8]| {
@@ -1084,16 +1075,7 @@ fn byte_fields_are_stored_as_their_bytes() {
 /// in legacy mode.
 #[test]
 fn filter_errors_reach_a_cbor_client_as_recorded() {
-    use cborgate_standin::{CborMode, StandInOptions};
-    let legacy = Harness::start("legacy", &[]);
-    let native = Harness::start_with(
-        "native",
-        &[],
-        StandInOptions {
-            cbor: CborMode::On,
-            ..StandInOptions::default()
-        },
-    );
+    let (legacy, native) = legacy_and_native();
     for h in [&legacy, &native] {
         for (case, path, header) in [
             ("unauth", "cm-a", ("Authorization", "Bearer wrong")),
@@ -1121,4 +1103,18 @@ fn filter_errors_reach_a_cbor_client_as_recorded() {
             }
         }
     }
+}
+
+/// cborgate in legacy mode before the JSON-only stand-in, and in native mode before the
+/// CBOR-enabled one: what a client sees through each should match.
+fn legacy_and_native() -> (Harness, Harness) {
+    use cborgate_standin::{CborMode, StandInOptions};
+    let native = StandInOptions {
+        cbor: CborMode::On,
+        ..StandInOptions::default()
+    };
+    (
+        Harness::start("legacy", &[]),
+        Harness::start_with("native", &[], native),
+    )
 }
