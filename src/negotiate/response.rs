@@ -154,12 +154,15 @@ impl Plan {
     /// `watch-missing-resource`): a legacy upstream writes them the same way, so they pass
     /// through. 401 comes only from authentication; 403 from authorization and
     /// impersonation (an admission webhook's 403, rarer, would be CBOR there); 405 from the
-    /// router; a 404 on a watch only from the router (an unknown resource), while a GET's
-    /// 404 is usually the handler's (an object not found) and stays transcoded.
+    /// router; a 404 on a watch or a list only from the router (an unknown resource: a list
+    /// in a namespace that does not exist is empty, not a 404), while a GET's 404 for one
+    /// object is usually the handler's (an object not found) and stays transcoded.
     fn written_by_filters(&self, status: u16) -> bool {
         match status {
             401 | 403 | 405 => true,
-            404 => self.response == ResponseAction::JsonToCbor { watch: true },
+            404 => {
+                self.response == ResponseAction::JsonToCbor { watch: true } || self.verb == "LIST"
+            }
             _ => false,
         }
     }
@@ -233,6 +236,7 @@ mod tests {
         let watch_cbor = req("GET", CMS, Some("watch=1"), "application/cbor", None);
         let post_cbor = req("POST", CMS, None, "application/cbor", CBOR);
         let get_json_watch = req("GET", CMS, Some("watch=1"), "application/json", None);
+        let list_cbor = req("GET", CMS, None, "application/cbor", None);
         #[rustfmt::skip]
         let cases: Vec<(UpstreamMode, &RequestHead, ResponseHead, bool, Want)> = vec![
             // legacy: JSON answers become CBOR; anything else passes as it came.
@@ -279,6 +283,8 @@ mod tests {
             (Legacy, &get_cbor, resp(403, JSON, None), false, (false, PassThrough, None, "json", false)),
             (Legacy, &get_cbor, resp(405, JSON, None), false, (false, PassThrough, None, "json", false)),
             (Legacy, &watch_cbor, resp(404, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Legacy, &list_cbor, resp(404, JSON, None), false, (false, PassThrough, None, "json", false)),
+            (Legacy, &list_cbor, resp(500, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
             (Auto, &post_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json", false)),
             (Native, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json", false)),
         ];
