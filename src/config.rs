@@ -20,6 +20,17 @@ pub enum Mode {
     Upgrade,
 }
 
+/// Whether cborgate offers HTTP/2 to a TLS upstream (ALPN `h2`, then `http/1.1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Http2 {
+    /// HTTP/2 when the upstream offers it by ALPN; upgrades (SPDY, WebSocket) stay HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Off,
+}
+
 impl Mode {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -124,6 +135,11 @@ pub struct UpstreamConfig {
     /// `auto`: how long what was learned about a (verb, group, resource)
     /// holds before cborgate probes with CBOR again.
     pub capability_ttl_seconds: u64,
+    /// HTTP/2 to a TLS upstream that offers it.
+    pub http2: Http2,
+    /// Most requests (streams) cborgate puts on one HTTP/2 upstream connection; the
+    /// upstream's own SETTINGS_MAX_CONCURRENT_STREAMS also applies.
+    pub http2_max_streams: usize,
 }
 
 impl Default for UpstreamConfig {
@@ -138,6 +154,8 @@ impl Default for UpstreamConfig {
             connect_timeout_ms: 5_000,
             response_header_timeout_seconds: 60,
             capability_ttl_seconds: 600,
+            http2: Http2::Auto,
+            http2_max_streams: 250,
         }
     }
 }
@@ -321,6 +339,12 @@ impl Config {
             return Err(ConfigError(format!(
                 "server.max_header_bytes: {} is not between 1 and {MAX_HEADER_BYTES}",
                 self.server.max_header_bytes
+            )));
+        }
+        if !(1..=10_000).contains(&self.upstream.http2_max_streams) {
+            return Err(ConfigError(format!(
+                "upstream.http2_max_streams: {} is not between 1 and 10000",
+                self.upstream.http2_max_streams
             )));
         }
         if self.server.request_read_timeout_seconds == 0 {

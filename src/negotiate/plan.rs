@@ -235,6 +235,13 @@ impl Plan {
         }
     }
 
+    /// Whether the request can only go upstream in HTTP/1.1: SPDY and WebSocket upgrades
+    /// (exec, attach, port-forward) exist only there. Everything else may share an HTTP/2
+    /// connection, watches included.
+    pub fn needs_http1(&self) -> bool {
+        self.verb == "CONNECT"
+    }
+
     /// The key under which upstream capabilities are remembered: (verb, group, resource),
     /// for resource routes only.
     pub fn capability_key(&self) -> Option<CapabilityKey<'_>> {
@@ -1455,6 +1462,7 @@ mod tests {
             let native = head("GET", &target, Some("application/cbor"), None);
             assert_passthrough(&plan(&native, UpstreamMode::Native), Format::Other);
             assert_eq!((p.verb, p.long_running), ("CONNECT", true), "{sub}");
+            assert!(p.needs_http1(), "{sub}");
             // Their errors are ordinary Status objects.
             assert_eq!(p.error_response, TO_CBOR);
             let p = legacy(
@@ -1493,7 +1501,12 @@ mod tests {
             },
             UpstreamMode::Legacy,
         );
+        assert!(p.needs_http1());
         assert_eq!((p.verb, p.reply), ("CONNECT", None));
+        // Everything else may go over HTTP/2: objects, lists, watches, logs are not upgrades.
+        for target in [CM_ONE, CM, &format!("{CM}?watch=1")] {
+            assert!(!legacy("GET", target, Some("application/cbor"), None).needs_http1());
+        }
     }
 
     #[test]

@@ -233,9 +233,14 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
         let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
+        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1());
         ex.upstream_started = Some(Instant::now());
         match self.upstream.resolver.resolve().await {
-            Ok(addr) => Ok(self.upstream.peer(addr, long_running)),
+            Ok(addr) => {
+                let mut peer = self.upstream.peer(addr, long_running);
+                self.upstream.choose_http_version(&mut peer, http1_only);
+                Ok(peer)
+            }
             Err(why) => {
                 let failure = Failure::Unresolved(why.clone());
                 ex.local_error = ex.plan.as_ref().and_then(|p| p.failure_reply(&failure));

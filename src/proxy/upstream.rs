@@ -3,11 +3,12 @@
 //! [`crate::reload::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
-use crate::config::{Config, ConfigError, UpstreamUrl};
+use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
 use crate::reload::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
+use pingora::protocols::ALPN;
 use pingora::Result;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -197,6 +198,8 @@ pub struct Upstream {
     connect_timeout: Duration,
     header_timeout: Duration,
     insecure: bool,
+    /// Offer HTTP/2 (TLS upstreams only), with at most this many streams per connection.
+    http2_streams: Option<usize>,
     pub readiness: Arc<Readiness>,
 }
 
@@ -209,6 +212,8 @@ impl Upstream {
         let url = UpstreamUrl::parse(&config.upstream.url)?;
         Ok(Upstream {
             resolver: Resolver::new(&url.host, url.port, None),
+            http2_streams: (config.upstream.http2 == Http2::Auto && url.tls)
+                .then_some(config.upstream.http2_max_streams),
             url,
             tls,
             connect_timeout: Duration::from_millis(config.upstream.connect_timeout_ms),
@@ -244,6 +249,20 @@ impl Upstream {
         Box::new(peer)
     }
 
+    /// The HTTP version a request goes upstream in: HTTP/2 offered by ALPN (then
+    /// HTTP/1.1) when configured and the upstream is TLS, so requests and watches share
+    /// connections, up to the stream limit each; HTTP/1.1 for `http1_only` (SPDY and
+    /// WebSocket upgrades exist only there; `Plan::needs_http1`).
+    pub fn choose_http_version(&self, peer: &mut HttpPeer, http1_only: bool) {
+        match self.http2_streams {
+            Some(streams) if !http1_only => {
+                peer.options.alpn = ALPN::H2H1;
+                peer.options.max_h2_streams = streams;
+            }
+            _ => peer.options.alpn = ALPN::H1,
+        }
+    }
+
     /// The Host header the upstream expects when the client sent none.
     fn host_header(&self) -> String {
         if self.url.host.contains(':') {
@@ -269,7 +288,8 @@ impl Upstream {
     pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
         let attempt = async {
             let addr = self.resolver.resolve().await?;
-            let peer = self.peer(addr, false);
+            let mut peer = self.peer(addr, false);
+            self.choose_http_version(&mut peer, false);
             let (mut session, _) = connector
                 .get_http_session(&*peer)
                 .await
@@ -283,10 +303,16 @@ impl Upstream {
                 concat!("cborgate/", env!("CARGO_PKG_VERSION"), " readiness"),
             )
             .map_err(|e| e.to_string())?;
-            req.insert_header("Connection", "close")
-                .map_err(|e| e.to_string())?;
+            if session.as_http1().is_some() {
+                req.insert_header("Connection", "close")
+                    .map_err(|e| e.to_string())?;
+            }
             session
                 .write_request_header(Box::new(req))
+                .await
+                .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
+            session
+                .finish_request_body()
                 .await
                 .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
             session

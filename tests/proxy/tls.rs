@@ -556,3 +556,130 @@ fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
     r.check(true);
     assert_eq!(tls.client().unwrap().serial(), second);
 }
+
+/// ESTABLISHED TCP connections (IPv4 and IPv6) of process `pid` to local port `port`.
+fn connections_to(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let port = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 9 && f[2].ends_with(&port) && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
+}
+
+/// Opens a JSON watch on its own HTTP/1.1 connection and waits for its response head.
+fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    s.write_all(
+        b"GET /api/v1/namespaces/demo/configmaps?watch=1&resourceVersion=0 HTTP/1.1\r\n\
+          Host: x\r\nAccept: application/json\r\n\r\n",
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "watch closed before its head"
+        );
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s
+}
+
+/// Issue 22: with an HTTP/2 upstream (another cborgate serving h2 over TLS, in front of
+/// the stand-in), watches share upstream connections up to `upstream.http2_max_streams`
+/// each, and events still arrive; `http2 = "off"` keeps one connection per watch.
+#[test]
+fn watches_share_http2_upstream_connections() {
+    let p = pki("h2up");
+    let tls = [
+        "--tls-cert",
+        &path(&p.dir, "server.pem"),
+        "--tls-key",
+        &path(&p.dir, "server.key"),
+    ];
+    let b = Harness::start("legacy", &tls);
+    let url = format!("https://localhost:{}", b.proxy.port());
+    let ca = path(&p.dir, "ca.pem");
+    let config = |http2: &str| {
+        crate::support::harness::config_file(&format!(
+            "[upstream]\nhttp2 = \"{http2}\"\nhttp2_max_streams = 100\n"
+        ))
+    };
+    let on = config("auto");
+    let a = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca, "--config", &on]);
+    const WATCHES: usize = 250;
+    let watches: Vec<_> = (0..WATCHES).map(|_| open_watch(a.proxy)).collect();
+    let upstream_conns = connections_to(a.child.id(), b.proxy.port());
+    // One per 100 watches (the stream limit), plus perhaps the readiness probe's own.
+    assert!(
+        (WATCHES.div_ceil(100)..=WATCHES.div_ceil(100) + 1).contains(&upstream_conns),
+        "{upstream_conns} upstream connections for {WATCHES} watches"
+    );
+    // An event reaches the first and the last watch.
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"h2-event"}}"#;
+    let r = crate::support::http::once(
+        a.proxy,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        &[("Content-Type", "application/json")],
+        Some(cm.as_bytes()),
+    );
+    assert_eq!(r.status, 201);
+    for mut w in [&watches[0], &watches[WATCHES - 1]] {
+        use std::io::Read;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("h2-event") {
+            let n = w.read(&mut buf).unwrap();
+            assert!(n > 0, "watch ended before the event");
+            seen.extend_from_slice(&buf[..n]);
+        }
+    }
+    drop(watches);
+    // An upgrade offers HTTP/1.1 only (SPDY and WebSocket exist only there), and works.
+    let mut c = crate::support::http::Conn::connect(a.proxy);
+    c.send(
+        "POST",
+        "/api/v1/namespaces/demo/pods/pod-demo/exec?command=sh&stdin=true",
+        &[
+            ("Connection", "Upgrade"),
+            ("Upgrade", "SPDY/3.1"),
+            ("X-Stream-Protocol-Version", "v4.channel.k8s.io"),
+        ],
+        None,
+    );
+    assert_eq!(c.head().status, 101);
+    c.write(b"over h1");
+    let mut got = [0u8; 7];
+    assert!(c.read_exact(&mut got));
+    assert_eq!(&got, b"over h1");
+    // HTTP/1.1 only: one upstream connection per watch.
+    let off = config("off");
+    let a = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca, "--config", &off]);
+    let watches: Vec<_> = (0..5).map(|_| open_watch(a.proxy)).collect();
+    assert!(connections_to(a.child.id(), b.proxy.port()) >= 5);
+    drop(watches);
+}
