@@ -334,4 +334,56 @@ mod tests {
         let json_body = plan_for("application/json", Some("application/json"));
         assert_eq!(json_body.body_refusal(Some(u64::MAX), LIMITS), None);
     }
+
+    /// A body read whole: (what is known, the answer) for the transcoded body's limit,
+    /// a body of unknown length, and the body budget.
+    #[test]
+    fn bodies_read_whole_table() {
+        let p = plan_for("application/cbor", Some("application/cbor"));
+        let json_body = plan_for("application/json", Some("application/json"));
+        assert!(p.reads_body_first());
+        assert!(!json_body.reads_body_first());
+        assert_eq!(p.transcoded_body_refusal(2 << 20, LIMITS), None);
+        let r = p.transcoded_body_refusal((2 << 20) + 1, LIMITS).unwrap();
+        assert_eq!((r.code, r.reason), (413, "RequestEntityTooLarge"));
+        assert_eq!(r.message, "Request entity too large: limit is 2097152");
+        assert_eq!(json_body.transcoded_body_refusal(u64::MAX, LIMITS), None);
+        #[rustfmt::skip]
+        let unframed: [(Option<u64>, u64, Option<u16>); 5] = [
+            (None, REPLAYABLE_BODY, None),
+            (None, REPLAYABLE_BODY + 1, Some(411)),
+            (Some(1 << 20), REPLAYABLE_BODY + 1, None),
+            (Some(3 << 20), 3 << 20, None),
+            (None, 0, None),
+        ];
+        for (declared, read, want) in unframed {
+            let got = p.unframed_body_refusal(declared, read).map(|r| r.code);
+            assert_eq!(got, want, "{declared:?} {read}");
+        }
+        assert_eq!(json_body.unframed_body_refusal(None, u64::MAX), None);
+        let (r, retry) = p.body_budget_refusal();
+        assert_eq!((r.code, r.reason, retry), (429, "TooManyRequests", true));
+        assert_eq!(r.format, Format::Cbor);
+    }
+
+    /// When pingora's retry buffer is on: the last 64 KiB of a body of known length,
+    /// all of a body of unknown length.
+    #[test]
+    fn keeps_tail_table() {
+        const K: u64 = REPLAYABLE_BODY;
+        #[rustfmt::skip]
+        let cases: [(Option<u64>, u64, bool); 8] = [
+            (Some(100), 0, true),
+            (Some(K), 0, true),
+            (Some(K + 1), 0, false),
+            (Some(K + 1), 1, true),
+            (Some(3 << 20), (3 << 20) - K - 1, false),
+            (Some(3 << 20), (3 << 20) - K, true),
+            (None, 0, true),
+            (None, 1, false),
+        ];
+        for (declared, read, want) in cases {
+            assert_eq!(keeps_tail(declared, read), want, "{declared:?} {read}");
+        }
+    }
 }

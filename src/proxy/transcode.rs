@@ -179,6 +179,21 @@ impl Exchange {
         limits: RequestLimits,
         budget: &Arc<BodyBudget>,
     ) -> std::result::Result<(), Reply> {
+        let r = self.take_piece(piece, limits, budget);
+        if r.is_err() {
+            // Refused: what was held goes back now, not when the lingering close ends.
+            self.request_out = Vec::new();
+            self.charge = None;
+        }
+        r
+    }
+
+    fn take_piece(
+        &mut self,
+        piece: Option<&[u8]>,
+        limits: RequestLimits,
+        budget: &Arc<BodyBudget>,
+    ) -> std::result::Result<(), Reply> {
         let Some(p) = self.plan.as_ref() else {
             return Ok(());
         };
@@ -202,7 +217,7 @@ impl Exchange {
             return Err((r, false));
         }
         let charge = self.charge.get_or_insert_with(|| budget.charge());
-        if charge.hold(self.request_out.capacity() as u64).is_err() {
+        if charge.hold(self.request_out.len() as u64).is_err() {
             return Err(p.body_budget_refusal());
         }
         if piece.is_none() {
