@@ -249,6 +249,15 @@ fn a_slow_upload_is_not_timed_out_as_the_upstreams_silence() {
     assert_eq!(stored.json()["data"]["a"].as_str().unwrap().len(), 120_000);
 }
 
+/// A CBOR watch of the ConfigMaps, its head read (a 200).
+fn cbor_watch(proxy: SocketAddr) -> Conn {
+    let mut c = Conn::connect(proxy);
+    let path = format!("{CMS}?watch=1&timeoutSeconds=60");
+    c.send("GET", &path, &[("Accept", "application/cbor")], None);
+    assert_eq!(c.head().status, 200);
+    c
+}
+
 /// After `first`, the connection either serves a second request (a GET) or the first
 /// answer said `Connection: close` and the connection is closed.
 fn keeps_its_word(c: &mut Conn, first: &Resp, what: &str) {
@@ -278,14 +287,7 @@ fn every_local_answer_keeps_its_word_about_the_connection() {
          max_buffered_body_bytes = 4096\n",
     );
     let h = Harness::start("legacy", &["--config", &conf]);
-    let mut watch = Conn::connect(h.proxy);
-    watch.send(
-        "GET",
-        &format!("{CMS}?watch=1&timeoutSeconds=60"),
-        &[("Accept", "application/cbor")],
-        None,
-    );
-    assert_eq!(watch.head().status, 200);
+    let watch = cbor_watch(h.proxy);
     let long_header = "x".repeat(5000);
     let bad = [0xa1u8, 0x61];
     let over_budget = tagged_times(1000);
@@ -411,15 +413,7 @@ fn watch_events_before_a_malformed_one_in_the_same_read_are_delivered() {
         let _ = s.read_to_end(&mut rest);
     });
     let h = Harness::proxy_to(&format!("http://{up}"), "legacy", &[]);
-    let mut c = Conn::connect(h.proxy);
-    c.send(
-        "GET",
-        &format!("{CMS}?watch=1"),
-        &[("Accept", "application/cbor")],
-        None,
-    );
-    let head = c.head();
-    assert_eq!(head.status, 200);
+    let mut c = cbor_watch(h.proxy);
     let mut got = c.chunk().unwrap();
     assert_eq!(crate::support::bodies::decode_seq(&got).len(), 1);
     got_first.send(()).unwrap();
