@@ -61,6 +61,10 @@ impl std::str::FromStr for Mode {
 /// than 1 MiB of raw head); `server.max_header_bytes` may only lower it.
 pub const MAX_HEADER_BYTES: usize = 1_048_575;
 
+/// `server.max_buffered_body_bytes` by default: 128 MiB, room for about 40 bodies at
+/// the 3 MiB limit at once, and a bounded cost for a flood of them.
+pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: u64 = 128 * 1024 * 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
@@ -92,6 +96,10 @@ pub struct ServerConfig {
     /// Gzip large transcoded CBOR answers for clients that accept gzip, as a CBOR-enabled
     /// kube-apiserver does (over 128 KiB, level 1, never watches).
     pub compress_responses: bool,
+    /// Request body bytes held in memory at once, over all requests: transcoded bodies
+    /// are read whole before they go upstream (429 with `Retry-After` beyond; 0 = no
+    /// limit).
+    pub max_buffered_body_bytes: u64,
 }
 
 impl Default for ServerConfig {
@@ -110,6 +118,7 @@ impl Default for ServerConfig {
             max_requests_inflight: 400,
             max_long_running_requests: 0,
             compress_responses: true,
+            max_buffered_body_bytes: DEFAULT_MAX_BUFFERED_BODY_BYTES,
         }
     }
 }
@@ -132,6 +141,9 @@ pub struct UpstreamConfig {
     /// Time allowed for the upstream to send response headers on short
     /// requests (never applied to watches and other long-running requests).
     pub response_header_timeout_seconds: u64,
+    /// The largest request body cborgate sends upstream after transcoding it, bytes
+    /// (413 beyond): the apiserver's own limit on a JSON body.
+    pub max_request_body_bytes: u64,
     /// `auto`: how long what was learned about a (verb, group, resource)
     /// holds before cborgate probes with CBOR again.
     pub capability_ttl_seconds: u64,
@@ -153,6 +165,7 @@ impl Default for UpstreamConfig {
             insecure_skip_verify: false,
             connect_timeout_ms: 5_000,
             response_header_timeout_seconds: 60,
+            max_request_body_bytes: 3 * 1024 * 1024,
             capability_ttl_seconds: 600,
             http2: Http2::Auto,
             http2_max_streams: 250,
@@ -350,6 +363,11 @@ impl Config {
         if self.server.request_read_timeout_seconds == 0 {
             return Err(ConfigError(
                 "server.request_read_timeout_seconds: must be at least 1".into(),
+            ));
+        }
+        if self.upstream.max_request_body_bytes == 0 {
+            return Err(ConfigError(
+                "upstream.max_request_body_bytes: must be at least 1".into(),
             ));
         }
         if self.server.threads == 0 {

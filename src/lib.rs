@@ -13,6 +13,7 @@
 pub mod accept;
 pub mod admin;
 pub mod admission;
+pub mod budget;
 pub mod cli;
 pub mod codec;
 pub mod config;

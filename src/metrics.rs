@@ -43,6 +43,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_upstream_ready",
     "cborgate_reloads_total",
     "cborgate_panics_total",
+    "cborgate_request_body_buffered_bytes",
 ];
 
 pub struct Metrics {
@@ -69,6 +70,9 @@ pub struct Metrics {
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
     pub reloads_total: IntCounterVec,
     pub panics_total: IntCounter,
+    /// Request body bytes held in memory (`crate::budget`), against
+    /// `server.max_buffered_body_bytes`.
+    pub request_body_buffered_bytes: IntGauge,
 }
 
 /// The `file` label values of `cborgate_reloads_total`.
@@ -189,6 +193,9 @@ impl Metrics {
             panics_total: family!("counter", "cborgate_panics_total",
                 "Panics caught while serving a request (each is a bug; the request was answered or its connection closed).",
                 count),
+            request_body_buffered_bytes: family!("gauge", "cborgate_request_body_buffered_bytes",
+                "Request body bytes held in memory while bodies are read whole and transcoded before they go upstream (limit: server.max_buffered_body_bytes).",
+                gauge),
             registry,
             families,
         };

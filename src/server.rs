@@ -10,6 +10,7 @@
 use crate::accept::ReadTimeout;
 use crate::admin::Admin;
 use crate::admission::Admission;
+use crate::budget::BodyBudget;
 use crate::config::{Config, ConfigError, UpstreamUrl};
 use crate::proxy::upstream::{ReadinessProbe, Upstream};
 use crate::proxy::Gate;
@@ -167,7 +168,8 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
 
     let admission = Admission::new();
     let upstream = Arc::new(Upstream::new(&config, upstream_tls.clone())?);
-    let gate = Gate::new(config.clone(), upstream.clone(), admission.clone());
+    let budget = BodyBudget::new(config.server.max_buffered_body_bytes);
+    let gate = Gate::new(config.clone(), upstream.clone(), admission.clone(), budget);
     let admin = Admin {
         readiness: upstream.readiness.clone(),
         capabilities: gate.capabilities(),

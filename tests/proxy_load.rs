@@ -588,3 +588,132 @@ fn sigterm_under_load_fails_no_short_request() {
         "the listener must serve through the shutdown delay"
     );
 }
+
+/// One POST of `body` on a fresh connection, written while the answer is read (a 413 or
+/// 429 comes before the body is all sent): the status and whether it had `Retry-After`.
+async fn post_while_reading(proxy: SocketAddr, body: Arc<Vec<u8>>) -> Result<(u16, bool), String> {
+    use tokio::io::AsyncReadExt;
+    let s = TcpStream::connect(proxy).await.map_err(|e| e.to_string())?;
+    let (mut r, mut w) = s.into_split();
+    let head = format!(
+        "POST /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: application/cbor\r\nAccept: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let writer = tokio::spawn(async move {
+        // A refusal may close the connection before the body is all written.
+        if w.write_all(head.as_bytes()).await.is_ok() {
+            let _ = w.write_all(&body).await;
+        }
+        w
+    });
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 16 << 10];
+    let end = loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(60), r.read(&mut buf))
+            .await
+            .map_err(|_| "no answer in 60 s".to_string())?
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err(format!("closed after {:?}", String::from_utf8_lossy(&got)));
+        }
+        got.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad head {head:?}"))?;
+    drop(writer);
+    Ok((status, head.contains("\r\nretry-after: 1")))
+}
+
+/// Issue 20, acceptance 1: 50 concurrent 3 MiB CBOR POSTs of the kinds that grow most
+/// as JSON (arrays of `1(0)`, 11.5×; byte strings of `0x01`, written `\u0001`, 6×) and
+/// of ordinary ConfigMaps keep the proxy, with its default configuration, under 256 MiB
+/// of peak RSS. Each gets 201, 413 (its JSON over `upstream.max_request_body_bytes`) or
+/// 429 with `Retry-After` (`server.max_buffered_body_bytes` spent); nothing else.
+#[test]
+fn concurrent_bodies_that_grow_as_json_stay_in_bounded_memory() {
+    let h = Harness::start("legacy", &[]);
+    let limit = 3u32 << 20;
+    let mut tags = vec![0x9a];
+    let n = (limit - 5) / 2;
+    tags.extend_from_slice(&n.to_be_bytes());
+    for _ in 0..n {
+        tags.extend_from_slice(&[0xc1, 0x00]);
+    }
+    let mut ones = vec![0x5a];
+    ones.extend_from_slice(&(limit - 5).to_be_bytes());
+    ones.resize(limit as usize, 0x01);
+    let configmap = cborgate::codec::json_to_cbor(
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"generateName": "big-"},
+            "data": {"a": "x".repeat(2 << 20)},
+        })
+        .to_string()
+        .as_bytes(),
+        Default::default(),
+    )
+    .unwrap();
+    let bodies = [Arc::new(tags), Arc::new(ones), Arc::new(configmap)];
+    let start_rss = rss_kib(h.child.id(), "VmRSS:");
+    let rt = client_runtime();
+    let round = |kinds: usize| {
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..50)
+                .map(|i| tokio::spawn(post_while_reading(h.proxy, bodies[i % kinds].clone())))
+                .collect();
+            let mut answers = Vec::new();
+            for t in tasks {
+                answers.push(t.await.unwrap());
+            }
+            answers
+        })
+    };
+    // The worst kinds only, then with ConfigMaps among them.
+    let worst = round(2);
+    let worst_peak = rss_kib(h.child.id(), "VmHWM:");
+    for (i, a) in worst.iter().enumerate() {
+        assert!(
+            matches!(a, Ok((413, _)) | Ok((429, true))),
+            "request {i}: {a:?}"
+        );
+    }
+    let answers = round(3);
+    let peak = rss_kib(h.child.id(), "VmHWM:");
+    let mut counts = std::collections::BTreeMap::new();
+    for (i, a) in answers.iter().enumerate() {
+        match a {
+            Ok((201, _)) | Ok((413, _)) | Ok((429, true)) => {}
+            other => panic!("request {i}: {other:?}"),
+        }
+        *counts.entry((i % 3, a.as_ref().unwrap().0)).or_insert(0) += 1;
+    }
+    println!(
+        "RSS at start {} MiB, peak after the worst kinds {} MiB, after the mixed round {} \
+         MiB; mixed round (kind, status) → count: {counts:?} (kinds: 0 = 1(0) array, \
+         1 = 0x01 bytes, 2 = 2 MiB ConfigMap)",
+        start_rss / 1024,
+        worst_peak / 1024,
+        peak / 1024
+    );
+    // The kinds that grow past the upstream limit never succeed.
+    assert!(counts
+        .keys()
+        .all(|&(kind, status)| kind == 2 || status != 201));
+    assert!(peak < 256 * 1024, "peak RSS {} MiB", peak / 1024);
+    // The budget comes back: nothing is held once every request has ended, and a
+    // ConfigMap that fits then goes through.
+    rt.block_on(eventually_async(10, "the body budget given back", || {
+        h.metric("cborgate_request_body_buffered_bytes", &[]) == 0.0
+    }));
+    let after = rt.block_on(post_while_reading(h.proxy, bodies[2].clone()));
+    assert_eq!(after, Ok((201, false)));
+}

@@ -4,6 +4,7 @@
 //! and a 415 that cannot be replayed). Each is written in the format a
 //! CBOR-enabled server would write its errors in for this request.
 
+use super::auto::REPLAYABLE_BODY;
 use super::media::Format;
 use super::plan::{BodyAction, LocalReply, Plan, UpstreamMode};
 
@@ -28,8 +29,25 @@ pub enum Failure {
 pub struct RequestLimits {
     /// `server.max_header_bytes`: the request line and headers, as HTTP/1.1 text.
     pub max_header_bytes: usize,
-    /// `codec.max_request_body_bytes`: a body cborgate transcodes.
+    /// `codec.max_request_body_bytes`: a body cborgate transcodes, as it arrives.
     pub max_request_body: u64,
+    /// `upstream.max_request_body_bytes`: the body cborgate sends upstream after
+    /// transcoding it.
+    pub max_upstream_body: u64,
+}
+
+/// Whether the rest of a body cborgate reads whole before it goes upstream is kept in
+/// pingora's retry buffer from now on, given its declared length and the bytes read so
+/// far. pingora sends a body that was consumed before the upstream request only from
+/// that buffer, which holds at most [`REPLAYABLE_BODY`] bytes: so the buffer is turned
+/// on for the last 64 KiB of a body of known length (what it holds is then replaced
+/// by the transcoded body), and from the start for a body of unknown length, which
+/// therefore may be no longer ([`Plan::unframed_body_refusal`]).
+pub fn keeps_tail(declared_len: Option<u64>, read: u64) -> bool {
+    match declared_len {
+        Some(n) => n.saturating_sub(read) <= REPLAYABLE_BODY,
+        None => read == 0,
+    }
 }
 
 /// A reply and whether it carries `Retry-After: 1`.
@@ -89,6 +107,59 @@ impl Plan {
                 format!("Request entity too large: limit is {limit}"),
             )
         })
+    }
+
+    /// Whether the request body is read whole, checked and transcoded before anything
+    /// goes upstream: every body cborgate transcodes (or, `auto`, sends as CBOR first and
+    /// keeps as JSON for the replay). Nothing of a refused body ever reaches the upstream.
+    pub fn reads_body_first(&self) -> bool {
+        self.body != BodyAction::PassThrough
+    }
+
+    /// 413 once the transcoded body (`produced` bytes so far) is over what the upstream
+    /// takes: it could never succeed there. kube-apiserver's own message, with the
+    /// upstream limit.
+    pub fn transcoded_body_refusal(
+        &self,
+        produced: u64,
+        limits: RequestLimits,
+    ) -> Option<LocalReply> {
+        let limit = limits.max_upstream_body;
+        (self.reads_body_first() && produced > limit).then(|| {
+            self.error_reply(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {limit}"),
+            )
+        })
+    }
+
+    /// 411 for a body cborgate reads whole that declares no length (chunked, or HTTP/2
+    /// without `content-length`) once more than [`REPLAYABLE_BODY`] bytes of it arrived:
+    /// pingora can send such a body on only from its 64 KiB retry buffer
+    /// ([`keeps_tail`]). Clients that send CBOR (client-go) always declare the length.
+    pub fn unframed_body_refusal(
+        &self,
+        declared_len: Option<u64>,
+        read: u64,
+    ) -> Option<LocalReply> {
+        (self.reads_body_first() && declared_len.is_none() && read > REPLAYABLE_BODY).then(|| {
+            self.error_reply(
+                411,
+                "BadRequest",
+                format!(
+                    "a request body of more than {REPLAYABLE_BODY} bytes that cborgate \
+                     transcodes must declare its Content-Length"
+                ),
+            )
+        })
+    }
+
+    /// 429 with `Retry-After` while the process-wide budget for request body bytes held
+    /// in memory (`server.max_buffered_body_bytes`) is spent.
+    pub fn body_budget_refusal(&self) -> Reply {
+        let message = "Too many request bodies in flight, please try again later.".to_string();
+        (self.error_reply(429, "TooManyRequests", message), true)
     }
 
     /// 400 for a request body the codec refused; `what` is the format it should have
@@ -157,6 +228,7 @@ mod tests {
     const LIMITS: RequestLimits = RequestLimits {
         max_header_bytes: 1000,
         max_request_body: 3 << 20,
+        max_upstream_body: 2 << 20,
     };
 
     fn plan_for(accept: &str, content_type: Option<&str>) -> Plan {
@@ -261,5 +333,57 @@ mod tests {
         // Only a body cborgate transcodes is held to the limit.
         let json_body = plan_for("application/json", Some("application/json"));
         assert_eq!(json_body.body_refusal(Some(u64::MAX), LIMITS), None);
+    }
+
+    /// A body read whole: (what is known, the answer) for the transcoded body's limit,
+    /// a body of unknown length, and the body budget.
+    #[test]
+    fn bodies_read_whole_table() {
+        let p = plan_for("application/cbor", Some("application/cbor"));
+        let json_body = plan_for("application/json", Some("application/json"));
+        assert!(p.reads_body_first());
+        assert!(!json_body.reads_body_first());
+        assert_eq!(p.transcoded_body_refusal(2 << 20, LIMITS), None);
+        let r = p.transcoded_body_refusal((2 << 20) + 1, LIMITS).unwrap();
+        assert_eq!((r.code, r.reason), (413, "RequestEntityTooLarge"));
+        assert_eq!(r.message, "Request entity too large: limit is 2097152");
+        assert_eq!(json_body.transcoded_body_refusal(u64::MAX, LIMITS), None);
+        #[rustfmt::skip]
+        let unframed: [(Option<u64>, u64, Option<u16>); 5] = [
+            (None, REPLAYABLE_BODY, None),
+            (None, REPLAYABLE_BODY + 1, Some(411)),
+            (Some(1 << 20), REPLAYABLE_BODY + 1, None),
+            (Some(3 << 20), 3 << 20, None),
+            (None, 0, None),
+        ];
+        for (declared, read, want) in unframed {
+            let got = p.unframed_body_refusal(declared, read).map(|r| r.code);
+            assert_eq!(got, want, "{declared:?} {read}");
+        }
+        assert_eq!(json_body.unframed_body_refusal(None, u64::MAX), None);
+        let (r, retry) = p.body_budget_refusal();
+        assert_eq!((r.code, r.reason, retry), (429, "TooManyRequests", true));
+        assert_eq!(r.format, Format::Cbor);
+    }
+
+    /// When pingora's retry buffer is on: the last 64 KiB of a body of known length,
+    /// all of a body of unknown length.
+    #[test]
+    fn keeps_tail_table() {
+        const K: u64 = REPLAYABLE_BODY;
+        #[rustfmt::skip]
+        let cases: [(Option<u64>, u64, bool); 8] = [
+            (Some(100), 0, true),
+            (Some(K), 0, true),
+            (Some(K + 1), 0, false),
+            (Some(K + 1), 1, true),
+            (Some(3 << 20), (3 << 20) - K - 1, false),
+            (Some(3 << 20), (3 << 20) - K, true),
+            (None, 0, true),
+            (None, 1, false),
+        ];
+        for (declared, read, want) in cases {
+            assert_eq!(keeps_tail(declared, read), want, "{declared:?} {read}");
+        }
     }
 }

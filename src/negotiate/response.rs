@@ -101,13 +101,17 @@ impl Plan {
                 (ResponseAction::PassThrough, Some(Learned::SpeaksCbor))
             }
             // Only identity-coded JSON can be read; anything else (and a 101)
-            // passes through as the upstream sent it.
+            // passes through as the upstream sent it. So does an answer that declares
+            // no body (`Content-Length: 0`, 204, 304): there is no JSON document to make
+            // CBOR of, and an empty `application/cbor` body would look like a complete
+            // answer no server gives. The client sees what the upstream sent.
             ResponseAction::JsonToCbor { watch }
                 if media.eq_ignore_ascii_case("application/json")
                     && head
                         .content_encoding
                         .is_none_or(|e| e.trim().eq_ignore_ascii_case("identity"))
-                    && head.status != 101 =>
+                    && !matches!(head.status, 101 | 204 | 304)
+                    && head.content_length != Some(0) =>
             {
                 (ResponseAction::JsonToCbor { watch }, None)
             }
@@ -247,6 +251,9 @@ mod tests {
             (Legacy, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor", false)),
             (Legacy, &get_cbor, resp(404, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
             (Legacy, &get_cbor, resp(101, JSON, None), false, (false, PassThrough, None, "other", false)),
+            // An answer with no body to transcode passes through as it came.
+            (Legacy, &get_cbor, resp(204, JSON, None), false, (false, PassThrough, None, "other", false)),
+            (Legacy, &get_cbor, resp(304, JSON, None), false, (false, PassThrough, None, "other", false)),
             (Legacy, &watch_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: true }, None, "cbor", false)),
             (Legacy, &watch_cbor, resp(410, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
             (Legacy, &get_json, resp(200, JSON, None), false, (false, PassThrough, None, "json", false)),
@@ -307,6 +314,36 @@ mod tests {
                 head.method, head.path, head.accept
             );
         }
+    }
+
+    /// An empty JSON answer (`Content-Length: 0`) never becomes an empty, well-formed
+    /// CBOR answer: it passes through with the upstream's `Content-Type`.
+    #[test]
+    fn an_empty_json_answer_passes_through_untranscoded() {
+        let p = plan(
+            &req("GET", CM, None, "application/cbor", None),
+            UpstreamMode::Legacy,
+        );
+        let empty = ResponseHead {
+            content_length: Some(0),
+            ..resp(200, JSON, None)
+        };
+        let got = p.on_response(empty, false);
+        assert_eq!((got.action, got.format), (PassThrough, "other"));
+        let one = ResponseHead {
+            content_length: Some(1),
+            ..resp(200, JSON, None)
+        };
+        assert_eq!(
+            p.on_response(one, false).action,
+            JsonToCbor { watch: false }
+        );
+        // An unknown length may still be empty: the codec then ends the answer
+        // abnormally (an empty input is no JSON document).
+        assert_eq!(
+            p.on_response(resp(200, JSON, None), false).action,
+            JsonToCbor { watch: false }
+        );
     }
 
     #[test]

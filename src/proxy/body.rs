@@ -46,6 +46,8 @@ pub struct BodyCodec {
     bytes_in: u64,
     bytes_out: u64,
     events_seen: u64,
+    /// A failed watch chunk's output before the failure ([`BodyCodec::take_unsent`]).
+    unsent: Option<Bytes>,
 }
 
 impl BodyCodec {
@@ -116,6 +118,7 @@ impl BodyCodec {
             bytes_in: 0,
             bytes_out: 0,
             events_seen: 0,
+            unsent: None,
         }
     }
 
@@ -128,22 +131,53 @@ impl BodyCodec {
         self.codec_time
     }
 
-    /// Transcode one chunk (and, at the end, finish). Returns what to send on.
+    /// Transcode one chunk (and, at the end, finish). Returns what to send on. When a
+    /// watch event fails, the events before it in the same chunk are kept: see
+    /// [`BodyCodec::take_unsent`].
     pub fn chunk(&mut self, data: Option<&Bytes>, end: bool) -> Result<Bytes, CodecError> {
-        let started = Instant::now();
         let mut out = Vec::new();
+        if let Some(d) = data {
+            out.reserve(d.len() + d.len() / 2);
+        }
+        match self.chunk_into(data.map(|d| &d[..]), end, &mut out) {
+            Ok(()) => Ok(Bytes::from(out)),
+            Err(e) => {
+                if self.watch && !out.is_empty() {
+                    self.unsent = Some(Bytes::from(out));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The output of a watch chunk that failed, made before the failure (whole events,
+    /// as `cborgate transcode --watch` writes them): the client gets them before the
+    /// stream ends abnormally.
+    pub fn take_unsent(&mut self) -> Option<Bytes> {
+        self.unsent.take()
+    }
+
+    /// Transcode one chunk (and, at the end, finish), appending to `out`: a body read
+    /// whole grows one buffer instead of a copy per chunk.
+    pub fn chunk_into(
+        &mut self,
+        data: Option<&[u8]>,
+        end: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
+        let started = Instant::now();
+        let before = out.len();
         let mut r = Ok(());
         if let Some(d) = data {
             self.bytes_in += d.len() as u64;
-            out.reserve(d.len() + d.len() / 2);
-            r = self.inner.feed(d, &mut out);
+            r = self.inner.feed(d, out);
         }
         if r.is_ok() && end {
-            r = self.inner.finish(&mut out);
+            r = self.inner.finish(out);
         }
         let spent = started.elapsed();
         self.codec_time += spent;
-        self.bytes_out += out.len() as u64;
+        self.bytes_out += (out.len() - before) as u64;
         let m = metrics();
         let (from, to) = (self.from, self.to);
         if let Err(e) = r {
@@ -172,7 +206,7 @@ impl BodyCodec {
         if end {
             self.account();
         }
-        Ok(Bytes::from(out))
+        Ok(())
     }
 
     /// Record bytes (and, for single bodies, the codec time) once.

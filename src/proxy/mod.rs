@@ -23,7 +23,9 @@ pub mod transcode;
 pub mod upstream;
 
 use crate::admission::Admission;
+use crate::budget::BodyBudget;
 use crate::config::Config;
+use crate::negotiate::local::Reply;
 use crate::negotiate::{
     plan_with, Failure, LocalReply, Plan, RequestHead, RequestLimits, UpstreamMode,
 };
@@ -47,6 +49,8 @@ pub struct Gate {
     mode: UpstreamMode,
     caps: Arc<Capabilities>,
     admission: Arc<Admission>,
+    /// What request bodies read whole may hold in memory, over all requests.
+    budget: Arc<BodyBudget>,
     codecs: CodecSettings,
 }
 
@@ -77,7 +81,12 @@ fn request_head_bytes(req: &RequestHeader) -> usize {
 }
 
 impl Gate {
-    pub fn new(config: Arc<Config>, upstream: Arc<Upstream>, admission: Arc<Admission>) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        upstream: Arc<Upstream>,
+        admission: Arc<Admission>,
+        budget: Arc<BodyBudget>,
+    ) -> Self {
         let mode = match config.upstream.mode {
             crate::config::Mode::Auto => UpstreamMode::Auto,
             crate::config::Mode::Legacy => UpstreamMode::Legacy,
@@ -94,6 +103,7 @@ impl Gate {
             request: RequestLimits {
                 max_header_bytes: config.server.max_header_bytes,
                 max_request_body: config.codec.max_request_body_bytes as u64,
+                max_upstream_body: config.upstream.max_request_body_bytes,
             },
         };
         Gate {
@@ -102,6 +112,7 @@ impl Gate {
             mode,
             caps,
             admission,
+            budget,
             codecs,
         }
     }
@@ -157,22 +168,43 @@ impl Gate {
         retry_after: bool,
     ) -> Result<bool> {
         ex.plan = Some(plan);
-        self.answer(session, ex, reply, retry_after).await?;
+        self.answer(session, ex, reply, retry_after, true).await?;
         Ok(true)
     }
 
     /// Record `reply` as the request's answer and write it, with the connection's reuse
-    /// set as for any response.
+    /// set as for any response; `reusable`: pingora may serve another request on this
+    /// connection afterwards (otherwise the answer says `Connection: close`, as it will be).
     async fn answer(
         &self,
         session: &mut Session,
         ex: &mut Exchange,
         reply: &LocalReply,
         retry_after: bool,
+        reusable: bool,
     ) -> Result<()> {
         ex.answered(reply);
         self.connection_reuse(session);
+        if !reusable {
+            session.set_keepalive(None);
+        }
         self.write_reply(session, reply, retry_after).await
+    }
+
+    /// Read a body that is checked and transcoded before anything goes upstream, whole,
+    /// piece by piece (each read held to `server.request_read_timeout_seconds`). `Some`:
+    /// the answer instead (413, 411, 429 or 400), with nothing sent upstream.
+    async fn read_body(&self, session: &mut Session, ex: &mut Exchange) -> Result<Option<Reply>> {
+        while let Some(keep_tail) = ex.reading_body() {
+            if keep_tail {
+                session.as_mut().enable_retry_buffering();
+            }
+            let piece = session.read_request_body().await?;
+            if let Err(reply) = ex.read_body(piece.as_deref(), self.codecs.request, &self.budget) {
+                return Ok(Some(reply));
+            }
+        }
+        Ok(None)
     }
 
     /// Write a local reply, then read and discard what is left of the request body
@@ -224,6 +256,10 @@ impl ProxyHttp for Gate {
             return self.reply(session, ex, p, &r, false).await;
         }
         ex.begin(p, slot, declared_len, &self.codecs);
+        if let Some((r, retry_after)) = self.read_body(session, ex).await? {
+            self.answer(session, ex, &r, retry_after, true).await?;
+            return Ok(true);
+        }
         Ok(false)
     }
 
@@ -266,12 +302,8 @@ impl ProxyHttp for Gate {
         end_of_stream: bool,
         ex: &mut Exchange,
     ) -> Result<()> {
-        ex.request_body(body, end_of_stream, self.codecs.request)
-            .map_err(|r| {
-                let code = r.code;
-                ex.local_error = Some((r, false));
-                Error::new(ErrorType::HTTPStatus(code))
-            })
+        ex.request_body(body, end_of_stream);
+        Ok(())
     }
 
     async fn upstream_response_filter(
@@ -288,7 +320,7 @@ impl ProxyHttp for Gate {
             self.caps.learn(key, learned);
         }
         match decision {
-            Some(d) if d.replay => Err(replay::start(ex, &self.codecs)),
+            Some(d) if d.replay => Err(replay::start(ex, &self.codecs, &self.budget)),
             _ => Ok(()),
         }
     }
@@ -384,9 +416,17 @@ impl ProxyHttp for Gate {
         if let Some((reply, retry_after)) = reply {
             if session.response_written().is_none() {
                 code = reply.code;
-                if let Err(we) = self.answer(session, ex, &reply, retry_after).await {
+                // pingora closes the connection after a failed proxy attempt: say so.
+                if let Err(we) = self.answer(session, ex, &reply, retry_after, false).await {
                     tracing::debug!(error = %we, "could not write the error response");
                 }
+            }
+        }
+        if let (Some(unsent), Some(_)) = (ex.unsent.take(), session.response_written()) {
+            // The watch events transcoded before a malformed one: the client gets them,
+            // then the stream ends abnormally (no end chunk).
+            if let Err(we) = session.write_response_body(Some(unsent), false).await {
+                tracing::debug!(error = %we, "could not write the last watch events");
             }
         }
         FailToProxy {

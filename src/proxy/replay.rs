@@ -2,26 +2,37 @@
 //! first ([`crate::negotiate::Plan::cbor_first`]); the upstream refused it with
 //! 415 before acting on it ([`crate::negotiate::OnResponse::replay`]); cborgate
 //! learns that this (verb, group, resource) needs JSON and sends the same
-//! request again with the body as JSON, from the copy pingora keeps for
-//! retries. The client never sees the 415. pingora's retry loop carries it out:
+//! request again with the body as JSON, transcoded when the body was read
+//! (it was checked whole before the first attempt). The client never sees the 415. pingora's retry loop carries it out:
 //! the refusal is an error marked for retry, once, and only with the whole body
 //! still in hand.
 
 use super::transcode::{CodecSettings, Exchange};
+use crate::budget::BodyBudget;
 use crate::metrics::metrics;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
+use std::sync::Arc;
 
 /// Start the replay after the upstream's 415 (what it teaches is learned with every
 /// other decision's): count it, get the JSON body ready, and return the error that
 /// makes pingora send the request again.
-pub fn start(ex: &mut Exchange, s: &CodecSettings) -> Box<Error> {
+pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> Box<Error> {
     super::request_log::count_refusal(415, "upstream");
     metrics()
         .fallbacks_total
         .with_label_values(&["unsupported_media_type"])
         .inc();
-    ex.start_replay(s);
+    if let Err(reply) = ex.start_replay(s, budget) {
+        // The CBOR that went first does not make a JSON body the upstream takes: the
+        // client gets that answer (not retried: see `decide_retry`).
+        let code = reply.0.code;
+        ex.local_error = Some(reply);
+        return Error::explain(
+            ErrorType::HTTPStatus(code),
+            "the body cannot be replayed as JSON",
+        );
+    }
     Error::explain(
         ErrorType::HTTPStatus(415),
         "upstream refused CBOR; replaying as JSON",
@@ -33,7 +44,10 @@ pub fn start(ex: &mut Exchange, s: &CodecSettings) -> Box<Error> {
 /// connection when the failed one was reused (pingora's own rule).
 pub fn decide_retry(e: &mut Error, ex: &Exchange, session: &Session, client_reused: bool) {
     let truncated = session.as_ref().retry_buffer_truncated();
-    if is_replay(ex, e) {
+    if ex.local_error.is_some() {
+        // cborgate answers this one itself (a replay whose body cannot go as JSON).
+        e.set_retry(false);
+    } else if is_replay(ex, e) {
         e.set_retry(!truncated);
     } else if !session.req_header().method.is_idempotent() || truncated {
         e.set_retry(false);

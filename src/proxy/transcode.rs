@@ -8,14 +8,17 @@
 
 use super::body::{BodyCodec, Gzip};
 use crate::admission::Slot;
+use crate::budget::{BodyBudget, Charge};
 use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::metrics::metrics;
+use crate::negotiate::local::Reply;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
 };
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::Result;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How bodies are transcoded (from the configuration, fixed at start-up).
@@ -37,7 +40,18 @@ pub struct Exchange {
     /// The request body's declared length (`Content-Length`).
     declared_len: Option<u64>,
     request_codec: Option<BodyCodec>,
-    request_json: Vec<u8>,
+    /// The request body as it goes upstream, transcoded, growing while it is read.
+    request_out: Vec<u8>,
+    /// Raw request body bytes read so far.
+    request_read: u64,
+    /// The request body, read whole (and transcoded, unless CBOR goes first), as the
+    /// next attempt sends it.
+    held: Option<Bytes>,
+    /// What the held body takes of the process-wide body budget.
+    charge: Option<Charge>,
+    /// Output of a failed watch chunk made before the failure: written to the client
+    /// before its stream ends abnormally.
+    pub unsent: Option<Bytes>,
     response_codec: Option<BodyCodec>,
     /// The gzip stage after the response codec, for an answer that is compressed.
     gzip: Option<Gzip>,
@@ -77,6 +91,17 @@ fn strip_body_headers(resp: &mut ResponseHeader) {
     }
 }
 
+/// A request that repeats one `Content-Length` (pingora accepts identical repeats) goes
+/// upstream with it once.
+fn single_content_length(req: &mut RequestHeader) -> Result<()> {
+    let mut values = req.headers.get_all("content-length").iter();
+    if let (Some(first), Some(_)) = (values.next(), values.next()) {
+        let first = first.clone();
+        req.insert_header("Content-Length", first)?;
+    }
+    Ok(())
+}
+
 fn header<'a>(resp: &'a ResponseHeader, name: &str) -> Option<&'a str> {
     resp.headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -89,7 +114,11 @@ impl Default for Exchange {
             admitted: None,
             declared_len: None,
             request_codec: None,
-            request_json: Vec::new(),
+            request_out: Vec::new(),
+            request_read: 0,
+            held: None,
+            charge: None,
+            unsent: None,
             response_codec: None,
             gzip: None,
             events: None,
@@ -133,12 +162,91 @@ impl Exchange {
         }
     }
 
-    /// `auto`: the upstream refused the CBOR body; the next attempt sends it as JSON.
-    pub fn start_replay(&mut self, s: &CodecSettings) {
-        self.replay = true;
-        if let Some(p) = &self.plan {
-            self.request_codec = Self::request_codec(p, true, self.declared_len, s);
+    /// Whether the body is still being read whole (before anything goes upstream), and
+    /// whether the rest of it is to be kept in pingora's retry buffer from now on
+    /// ([`crate::negotiate::local::keeps_tail`]).
+    pub fn reading_body(&self) -> Option<bool> {
+        let p = self.plan.as_ref()?;
+        (p.reads_body_first() && self.held.is_none())
+            .then(|| crate::negotiate::local::keeps_tail(self.declared_len, self.request_read))
+    }
+
+    /// One piece of a body read whole, as it arrives (`None`: the body's end): checked
+    /// against the limits and the body budget, and transcoded (`auto`'s CBOR-first body
+    /// is kept as it came, and transcoded only for a replay). `Err` is the answer instead
+    /// (413, 411, 429 or 400); the body is then not sent anywhere.
+    pub fn read_body(
+        &mut self,
+        piece: Option<&[u8]>,
+        limits: RequestLimits,
+        budget: &Arc<BodyBudget>,
+    ) -> std::result::Result<(), Reply> {
+        let r = self.take_piece(piece, limits, budget);
+        if r.is_err() {
+            // Refused: what was held goes back now, not when the lingering close ends.
+            self.request_out = Vec::new();
+            self.charge = None;
         }
+        r
+    }
+
+    fn take_piece(
+        &mut self,
+        piece: Option<&[u8]>,
+        limits: RequestLimits,
+        budget: &Arc<BodyBudget>,
+    ) -> std::result::Result<(), Reply> {
+        let Some(p) = self.plan.as_ref() else {
+            return Ok(());
+        };
+        self.request_read += piece.map_or(0, |b| b.len() as u64);
+        let read = self.request_read;
+        if let Some(r) = p
+            .body_refusal(Some(read), limits)
+            .or_else(|| p.unframed_body_refusal(self.declared_len, read))
+        {
+            return Err((r, false));
+        }
+        match self.request_codec.as_mut() {
+            Some(codec) => codec
+                .chunk_into(piece, piece.is_none(), &mut self.request_out)
+                .map_err(|e| (p.bad_body(&e), false))?,
+            None => self
+                .request_out
+                .extend_from_slice(piece.unwrap_or_default()),
+        }
+        if let Some(r) = p.transcoded_body_refusal(self.request_out.len() as u64, limits) {
+            return Err((r, false));
+        }
+        let charge = self.charge.get_or_insert_with(|| budget.charge());
+        if charge.hold(self.request_out.len() as u64).is_err() {
+            return Err(p.body_budget_refusal());
+        }
+        if piece.is_none() {
+            self.held = Some(Bytes::from(std::mem::take(&mut self.request_out)));
+        }
+        Ok(())
+    }
+
+    /// `auto`: the upstream refused the CBOR body; the next attempt sends it as JSON,
+    /// transcoded now from the CBOR that went first (at most 64 KiB). `Err`: the answer
+    /// instead (400, 413 or 429), as for a body refused while it was read.
+    pub fn start_replay(
+        &mut self,
+        s: &CodecSettings,
+        budget: &Arc<BodyBudget>,
+    ) -> std::result::Result<(), Reply> {
+        self.replay = true;
+        let Some(p) = self.plan.as_ref() else {
+            return Ok(());
+        };
+        self.request_codec = Self::request_codec(p, true, self.declared_len, s);
+        let Some(cbor) = self.held.take() else {
+            return Ok(());
+        };
+        self.request_read = 0;
+        self.read_body(Some(&cbor), s.request, budget)?;
+        self.read_body(None, s.request, budget)
     }
 
     /// The time the upstream took to answer (or fail), measured once, from the start of
@@ -180,40 +288,30 @@ impl Exchange {
                 upstream_content_type,
             } => {
                 req.insert_header("Content-Type", upstream_content_type)?;
-                req.remove_header("Content-Length");
-                req.insert_header("Transfer-Encoding", "chunked")?;
             }
+        }
+        if let Some(body) = self.held_for_attempt() {
+            // The body was read whole: its exact length, one Content-Length line.
+            req.remove_header("Transfer-Encoding");
+            req.insert_header("Content-Length", body.len().to_string())?;
+        } else {
+            single_content_length(req)?;
         }
         Ok(())
     }
 
-    /// One piece of the request body: transcoded, and held back until the whole
-    /// body has decoded, so a bad body never reaches the upstream as a request.
-    /// `Err` is the Status to answer (413 or 400).
-    pub fn request_body(
-        &mut self,
-        body: &mut Option<Bytes>,
-        end: bool,
-        limits: RequestLimits,
-    ) -> std::result::Result<(), LocalReply> {
-        let (Some(codec), Some(p)) = (self.request_codec.as_mut(), self.plan.as_ref()) else {
-            return Ok(());
-        };
-        let incoming = body.as_ref().map_or(0, |b| b.len() as u64);
-        if let Some(r) = p.body_refusal(Some(codec.bytes_in() + incoming), limits) {
-            return Err(r);
-        }
-        match codec.chunk(body.as_ref(), end) {
-            Ok(json) => {
-                self.request_json.extend_from_slice(&json);
-                *body = Some(if end {
-                    Bytes::from(std::mem::take(&mut self.request_json))
-                } else {
-                    Bytes::new()
-                });
-                Ok(())
-            }
-            Err(e) => Err(p.bad_body(&e)),
+    /// The body this attempt sends, when it was read whole.
+    fn held_for_attempt(&self) -> Option<&Bytes> {
+        self.held.as_ref()
+    }
+
+    /// The request body on its way upstream. A body read whole is sent as held, in one
+    /// piece: pingora hands over what its retry buffer kept of the body (the last
+    /// 64 KiB at most, [`crate::negotiate::local::keeps_tail`]) once, at the body's end,
+    /// and that becomes the held body, for every attempt. Any other body passes through.
+    pub fn request_body(&self, body: &mut Option<Bytes>, end: bool) {
+        if let Some(held) = self.held_for_attempt() {
+            *body = Some(if end { held.clone() } else { Bytes::new() });
         }
     }
 
@@ -297,11 +395,13 @@ impl Exchange {
             }
         }
         if let Some(codec) = self.response_codec.as_mut() {
-            *body = Some(
-                codec
-                    .chunk(body.as_ref(), end)
-                    .map_err(std::io::Error::other)?,
-            );
+            match codec.chunk(body.as_ref(), end) {
+                Ok(out) => *body = Some(out),
+                Err(e) => {
+                    self.unsent = codec.take_unsent();
+                    return Err(std::io::Error::other(e));
+                }
+            }
         }
         if let Some(gzip) = self.gzip.as_mut() {
             let plain = body.as_deref().unwrap_or_default();

@@ -9,6 +9,7 @@
 mod support;
 
 mod auto;
+mod bodies;
 mod client_scenario;
 mod faults;
 mod legacy;
