@@ -3,6 +3,7 @@
 //! compressed ([`Gzip`]). No decisions here: the
 //! plan says which direction, this only carries it out.
 
+use super::buffers::OutputBuffers;
 use crate::codec::fields::Schema;
 use crate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Which body is transcoded; the `direction` metric label.
@@ -34,6 +36,12 @@ impl Direction {
     }
 }
 
+/// The series a watch stream's events move, looked up once per stream.
+struct WatchMetrics {
+    events: prometheus::IntCounter,
+    event_time: prometheus::Histogram,
+}
+
 /// One body's transcoding state.
 pub struct BodyCodec {
     direction: Direction,
@@ -48,6 +56,11 @@ pub struct BodyCodec {
     events_seen: u64,
     /// A failed watch chunk's output before the failure ([`BodyCodec::take_unsent`]).
     unsent: Option<Bytes>,
+    /// A watch's metric handles, resolved once rather than per chunk.
+    watch_metrics: Option<WatchMetrics>,
+    /// Where chunk output buffers come from (a proxy's shared free list; a private one
+    /// by default).
+    buffers: Arc<OutputBuffers>,
 }
 
 impl BodyCodec {
@@ -108,7 +121,16 @@ impl BodyCodec {
         watch: bool,
         inner: Box<dyn Transcoder>,
     ) -> Self {
+        let m = metrics();
+        let watch_metrics = watch.then(|| WatchMetrics {
+            // Transcoded or not, the events are CBOR ones (docs/wire.md §6).
+            events: m.watch_events_total.with_label_values(&["cbor"]),
+            event_time: m
+                .codec_duration_seconds
+                .with_label_values(&[direction.label(), from, to]),
+        });
         BodyCodec {
+            watch_metrics,
             direction,
             from,
             to,
@@ -119,6 +141,7 @@ impl BodyCodec {
             bytes_out: 0,
             events_seen: 0,
             unsent: None,
+            buffers: Arc::default(),
         }
     }
 
@@ -135,19 +158,24 @@ impl BodyCodec {
     /// watch event fails, the events before it in the same chunk are kept: see
     /// [`BodyCodec::take_unsent`].
     pub fn chunk(&mut self, data: Option<&Bytes>, end: bool) -> Result<Bytes, CodecError> {
-        let mut out = Vec::new();
-        if let Some(d) = data {
-            out.reserve(d.len() + d.len() / 2);
-        }
+        let room = data.map_or(0, |d| d.len() + d.len() / 2);
+        let buffers = Arc::clone(&self.buffers);
+        let mut out = buffers.take(room);
         match self.chunk_into(data.map(|d| &d[..]), end, &mut out) {
-            Ok(()) => Ok(Bytes::from(out)),
+            Ok(()) => Ok(buffers.send(out)),
             Err(e) => {
                 if self.watch && !out.is_empty() {
-                    self.unsent = Some(Bytes::from(out));
+                    self.unsent = Some(buffers.send(out));
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Take chunk output buffers from `buffers` rather than allocate them.
+    pub fn with_buffers(mut self, buffers: &Arc<OutputBuffers>) -> Self {
+        self.buffers = Arc::clone(buffers);
+        self
     }
 
     /// The output of a watch chunk that failed, made before the failure (whole events,
@@ -179,27 +207,21 @@ impl BodyCodec {
         self.codec_time += spent;
         self.bytes_out += (out.len() - before) as u64;
         let m = metrics();
-        let (from, to) = (self.from, self.to);
         if let Err(e) = r {
             m.transcode_errors_total
                 .with_label_values(&[self.direction.label(), e.reason.as_str()])
                 .inc();
             return Err(e);
         }
-        if self.watch {
+        if let Some(w) = &self.watch_metrics {
             let docs = self.inner.documents();
             let new = docs - self.events_seen;
             if new > 0 {
                 self.events_seen = docs;
-                m.watch_events_total
-                    .with_label_values(&["cbor"])
-                    .inc_by(new);
-                let h =
-                    m.codec_duration_seconds
-                        .with_label_values(&[self.direction.label(), from, to]);
+                w.events.inc_by(new);
                 let per = spent.as_secs_f64() / new as f64;
                 for _ in 0..new.min(64) {
-                    h.observe(per);
+                    w.event_time.observe(per);
                 }
             }
         }
@@ -239,18 +261,35 @@ impl BodyCodec {
 pub struct Gzip {
     encoder: GzEncoder<Vec<u8>>,
     time: Duration,
+    /// Output buffers to hand out and reuse; without them each chunk is a copy.
+    buffers: Option<Arc<OutputBuffers>>,
 }
+
+/// The gzip encoder's output buffer.
+const GZIP_BUFFER: usize = 32 * 1024;
 
 impl Default for Gzip {
     fn default() -> Self {
         Gzip {
-            encoder: GzEncoder::new(Vec::with_capacity(32 * 1024), Compression::new(GZIP_LEVEL)),
+            encoder: GzEncoder::new(
+                Vec::with_capacity(GZIP_BUFFER),
+                Compression::new(GZIP_LEVEL),
+            ),
             time: Duration::ZERO,
+            buffers: None,
         }
     }
 }
 
 impl Gzip {
+    /// A gzip stage whose output buffers come from `buffers`.
+    pub fn with_buffers(buffers: &Arc<OutputBuffers>) -> Self {
+        Gzip {
+            buffers: Some(Arc::clone(buffers)),
+            ..Gzip::default()
+        }
+    }
+
     /// Compress one chunk (and, at the end, finish the stream): what is ready to send.
     /// The output buffer is reused; only what is ready is copied out.
     pub fn chunk(&mut self, data: &[u8], end: bool) -> std::io::Result<Bytes> {
@@ -260,8 +299,18 @@ impl Gzip {
             self.encoder.try_finish()?;
         }
         let ready = self.encoder.get_mut();
-        let out = Bytes::copy_from_slice(ready);
-        ready.clear();
+        let out = match &self.buffers {
+            // What is ready goes out as it is; the encoder writes on into a kept buffer.
+            Some(buffers) => {
+                let next = buffers.take(GZIP_BUFFER);
+                buffers.send(std::mem::replace(ready, next))
+            }
+            None => {
+                let out = Bytes::copy_from_slice(ready);
+                ready.clear();
+                out
+            }
+        };
         self.time += started.elapsed();
         Ok(out)
     }

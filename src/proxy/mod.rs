@@ -10,11 +10,13 @@
 //!   readiness probe;
 //! - [`capabilities`]: what `auto` mode has learned;
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
+//! - [`buffers`]: response chunk buffers, reused;
 //! - [`body`]: the codec driven over one body.
 //!
 //! Admission is [`crate::admission`].
 
 pub mod body;
+pub mod buffers;
 pub mod capabilities;
 pub mod local_reply;
 pub mod replay;
@@ -97,6 +99,7 @@ impl Gate {
             config.upstream.capability_ttl_seconds,
         )));
         let codecs = CodecSettings {
+            buffers: Arc::default(),
             window: config.codec.window_bytes,
             strings: config.string_mode(),
             limits: config.codec_limits(),

@@ -7,6 +7,7 @@
 //! only counts its events). It decides nothing: every choice is the plan's.
 
 use super::body::{BodyCodec, Gzip};
+use super::buffers::OutputBuffers;
 use crate::admission::Slot;
 use crate::budget::{BodyBudget, Charge};
 use crate::codec::{ItemCounter, Limits, StringMode};
@@ -22,8 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How bodies are transcoded (from the configuration, fixed at start-up).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CodecSettings {
+    /// Where response chunk buffers come from and go back to.
+    pub buffers: Arc<OutputBuffers>,
     pub window: usize,
     pub strings: StringMode,
     pub limits: Limits,
@@ -56,7 +59,7 @@ pub struct Exchange {
     /// The gzip stage after the response codec, for an answer that is compressed.
     gzip: Option<Gzip>,
     /// Counts the events of a CBOR watch that passes through untouched.
-    events: Option<ItemCounter>,
+    events: Option<(ItemCounter, prometheus::IntCounter)>,
     /// `auto`: the JSON replay after an upstream 415 is under way.
     pub replay: bool,
     /// The decision about the upstream's response head.
@@ -342,7 +345,8 @@ impl Exchange {
             return Ok(());
         };
         if decision.count_events && !self.watch_counted {
-            self.events = Some(ItemCounter::new(s.limits.max_depth));
+            let counted = metrics().watch_events_total.with_label_values(&["cbor"]);
+            self.events = Some((ItemCounter::new(s.limits.max_depth), counted));
             metrics().watch_streams_active.inc();
             self.watch_counted = true;
         }
@@ -358,7 +362,7 @@ impl Exchange {
             // As the apiserver's deferredResponseWriter sets them (Vary added, not set).
             resp.insert_header("Content-Encoding", "gzip")?;
             resp.append_header("Vary", "Accept-Encoding")?;
-            self.gzip = Some(Gzip::default());
+            self.gzip = Some(Gzip::with_buffers(&s.buffers));
         }
         let (codec, watch) = match decision.action {
             ResponseAction::JsonToCbor { watch } => (
@@ -370,7 +374,7 @@ impl Exchange {
             }
             ResponseAction::PassThrough => return Ok(()),
         };
-        self.response_codec = Some(codec);
+        self.response_codec = Some(codec.with_buffers(&s.buffers));
         if watch {
             metrics().watch_streams_active.inc();
             self.watch_counted = true;
@@ -383,15 +387,12 @@ impl Exchange {
     /// The error is the codec's ([`CodecError`](crate::codec::CodecError)) or the
     /// encoder's.
     pub fn response_body(&mut self, body: &mut Option<Bytes>, end: bool) -> std::io::Result<()> {
-        if let (Some(events), Some(b)) = (self.events.as_mut(), body.as_ref()) {
+        if let (Some((events, counted)), Some(b)) = (self.events.as_mut(), body.as_ref()) {
             // Counting only: bytes the counter cannot walk still reach the client as
             // the upstream sent them; its events simply stop being counted.
             let new = events.feed(b);
             if new > 0 {
-                metrics()
-                    .watch_events_total
-                    .with_label_values(&["cbor"])
-                    .inc_by(new);
+                counted.inc_by(new);
             }
         }
         if let Some(codec) = self.response_codec.as_mut() {

@@ -71,15 +71,20 @@ impl Proxy {
         Proxy { child, addr }
     }
 
-    /// User + system CPU time so far.
-    fn cpu(&self) -> Duration {
+    /// User and system CPU time and minor page faults so far.
+    fn usage(&self) -> Usage {
         let stat =
             std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the parenthesised command name: utime is the 12th, stime the 13th.
+        // Fields after the parenthesised command name: minflt is the 8th, utime the 12th,
+        // stime the 13th.
         let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
         let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        Duration::from_secs_f64((ticks(11) + ticks(12)) / CLK_TCK)
+        let n = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        Usage {
+            user: Duration::from_secs_f64(n(11) / CLK_TCK),
+            sys: Duration::from_secs_f64(n(12) / CLK_TCK),
+            faults: n(7) as u64,
+        }
     }
 
     fn status_kib(&self, field: &str) -> u64 {
@@ -107,6 +112,41 @@ fn free_port() -> SocketAddr {
         .unwrap()
 }
 
+/// What the proxy process has used so far (`/proc/PID/stat`).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Usage {
+    pub user: Duration,
+    pub sys: Duration,
+    /// Minor page faults: fresh pages the kernel handed out (and zeroed).
+    pub faults: u64,
+}
+
+impl Usage {
+    /// What was used between `earlier` and `self`, per one of `n` requests.
+    fn per(self, earlier: Usage, n: u64) -> PerRequest {
+        let n = n.max(1);
+        PerRequest {
+            user: self.user.saturating_sub(earlier.user) / n as u32,
+            sys: self.sys.saturating_sub(earlier.sys) / n as u32,
+            faults: self.faults.saturating_sub(earlier.faults) as f64 / n as f64,
+        }
+    }
+}
+
+/// Proxy cost per request (or per watch event).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct PerRequest {
+    pub user: Duration,
+    pub sys: Duration,
+    pub faults: f64,
+}
+
+impl PerRequest {
+    pub fn cpu(&self) -> Duration {
+        self.user + self.sys
+    }
+}
+
 /// The configuration a run measures.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Config {
@@ -131,8 +171,8 @@ pub struct Measured {
     pub scenario: &'static str,
     pub config: Config,
     pub run: Run,
-    /// Proxy CPU per request (or per event, for the watch).
-    pub cpu_per_request: Duration,
+    /// Proxy CPU and page faults per request (or per event, for the watch).
+    pub per_request: PerRequest,
     pub peak_rss_kib: u64,
     /// For the watch: events per second.
     pub events_per_second: Option<f64>,
@@ -331,7 +371,7 @@ fn main() {
                     Duration::from_millis(300),
                     Arc::new(AtomicU64::new(0)),
                 ));
-                let cpu0 = proxy.cpu();
+                let use0 = proxy.usage();
                 let done = Arc::new(AtomicU64::new(0));
                 let run = {
                     let fut = client::load(proxy.addr, req, *conns, per_run, done.clone());
@@ -350,7 +390,7 @@ fn main() {
                         h.await.unwrap()
                     })
                 };
-                let cpu = proxy.cpu().saturating_sub(cpu0);
+                let used = proxy.usage();
                 if run.errors > 0 {
                     errors.push(format!(
                         "{name} {}: {} errors, first: {}",
@@ -362,7 +402,7 @@ fn main() {
                 let m = Measured {
                     scenario: name,
                     config,
-                    cpu_per_request: cpu / run.requests.max(1) as u32,
+                    per_request: used.per(use0, run.requests),
                     peak_rss_kib: proxy.status_kib("VmHWM:"),
                     run,
                     events_per_second: None,
@@ -388,11 +428,11 @@ fn main() {
                 round + 1
             ));
             let proxy = Proxy::start(&exe, upstream);
-            let cpu0 = proxy.cpu();
+            let use0 = proxy.usage();
             let (body, took) = rt
                 .block_on(client::watch(proxy.addr, accept(config)))
                 .expect("watch");
-            let cpu = proxy.cpu().saturating_sub(cpu0);
+            let used = proxy.usage();
             let events = count_events(&body, config);
             if events != 10_000 {
                 errors.push(format!(
@@ -409,7 +449,7 @@ fn main() {
             let m = Measured {
                 scenario: "watch, 10,000 events",
                 config,
-                cpu_per_request: cpu / events.max(1) as u32,
+                per_request: used.per(use0, events),
                 peak_rss_kib: proxy.status_kib("VmHWM:"),
                 events_per_second: Some(events as f64 / took.as_secs_f64()),
                 run,
@@ -455,7 +495,7 @@ fn main() {
                 m.events_per_second.unwrap_or_else(|| m.run.per_second()),
                 m.run.percentile(0.5),
                 m.run.percentile(0.99),
-                m.cpu_per_request
+                m.per_request.cpu()
             );
         }
         eprintln!("--only {only}: no report written");

@@ -68,7 +68,7 @@ impl Report {
 
     pub fn targets(&self) -> Vec<Target> {
         let rps = |m: &Measured| m.run.per_second();
-        let cpu = |m: &Measured| m.cpu_per_request.as_secs_f64();
+        let cpu = |m: &Measured| m.per_request.cpu().as_secs_f64();
         let events = self
             .get("watch", Config::Transcoding)
             .and_then(|m| m.events_per_second)
@@ -181,7 +181,7 @@ impl Report {
                 "| {} | {} | {rate} | {p50} | {p99} | {}{} | {:.1} | {} |",
                 m.scenario,
                 m.config.name(),
-                us(m.cpu_per_request),
+                us(m.per_request.cpu()),
                 if m.events_per_second.is_some() {
                     " per event"
                 } else {
@@ -234,7 +234,7 @@ impl Report {
             "watch 10,000 events",
         ];
         let rps = |m: &Measured| m.events_per_second.unwrap_or_else(|| m.run.per_second());
-        let cpu = |m: &Measured| m.cpu_per_request.as_secs_f64();
+        let cpu = |m: &Measured| m.per_request.cpu().as_secs_f64();
         let thr: Vec<f64> = scenarios.iter().map(|s| self.ratio(s, rps)).collect();
         let cpus: Vec<f64> = scenarios.iter().map(|s| self.ratio(s, cpu)).collect();
         let top = thr
