@@ -81,6 +81,21 @@ pub struct ServerConfig {
     /// Gzip large transcoded CBOR answers for clients that accept gzip, as a CBOR-enabled
     /// kube-apiserver does (over 128 KiB, level 1, never watches).
     pub compress_responses: bool,
+    /// CA bundle (PEM) for client certificates on the TLS listener: a client whose
+    /// certificate verifies is the user its CN names, in the groups its O values name
+    /// (kube-apiserver's `--client-ca-file`). Empty: no client certificates.
+    pub client_ca_file: String,
+    /// CA bundle (PEM) that signs trusted front proxies' certificates
+    /// (kube-apiserver's `--requestheader-client-ca-file`). Empty: no front proxy.
+    pub requestheader_client_ca_file: String,
+    /// CNs a front proxy's certificate may have (empty: any the CA signed).
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers that name the user; the first is the one written upstream.
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers that name a group; the first is the one written upstream.
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers that carry extras; the first is the one written upstream.
+    pub requestheader_extra_headers_prefix: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +114,12 @@ impl Default for ServerConfig {
             max_requests_inflight: 400,
             max_long_running_requests: 0,
             compress_responses: true,
+            client_ca_file: String::new(),
+            requestheader_client_ca_file: String::new(),
+            requestheader_allowed_names: Vec::new(),
+            requestheader_username_headers: vec!["X-Remote-User".into()],
+            requestheader_group_headers: vec!["X-Remote-Group".into()],
+            requestheader_extra_headers_prefix: vec!["X-Remote-Extra-".into()],
         }
     }
 }
@@ -290,6 +311,7 @@ impl Config {
                 "upstream.client_cert and upstream.client_key go together".into(),
             ));
         }
+        self.validate_identity()?;
         if !matches!(self.codec.strings.as_str(), "bytes" | "text") {
             return Err(ConfigError(format!(
                 "codec.strings: {:?} is not bytes or text",
@@ -337,6 +359,89 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The request-header keys: header names that are names.
+    fn validate_identity(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        for (key, list, may_be_empty) in [
+            (
+                "server.requestheader_username_headers",
+                &s.requestheader_username_headers,
+                false,
+            ),
+            (
+                "server.requestheader_group_headers",
+                &s.requestheader_group_headers,
+                false,
+            ),
+            (
+                "server.requestheader_extra_headers_prefix",
+                &s.requestheader_extra_headers_prefix,
+                true,
+            ),
+        ] {
+            if list.is_empty() && !may_be_empty {
+                return Err(ConfigError(format!(
+                    "{key}: needs at least one header name"
+                )));
+            }
+            for name in list {
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                {
+                    return Err(ConfigError(format!("{key}: {name:?} is not a header name")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What client certificates need beside them, checked once every source (file and
+    /// flags) is merged: the TLS listener, and a certificate to name identities upstream
+    /// with.
+    pub fn validate_client_certificates(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        for (key, file) in [
+            ("server.client_ca_file", &s.client_ca_file),
+            (
+                "server.requestheader_client_ca_file",
+                &s.requestheader_client_ca_file,
+            ),
+        ] {
+            if file.is_empty() {
+                continue;
+            }
+            if s.tls_cert.is_empty() {
+                return Err(ConfigError(format!(
+                    "{key}: client certificates need the TLS listener (server.tls_cert/tls_key)"
+                )));
+            }
+            if self.upstream.client_cert.is_empty() {
+                return Err(ConfigError(format!(
+                    "{key}: needs upstream.client_cert/client_key, the front-proxy client \
+                     certificate the upstream trusts identity headers from"
+                )));
+            }
+        }
+        if !s.requestheader_allowed_names.is_empty() && s.requestheader_client_ca_file.is_empty() {
+            return Err(ConfigError(
+                "server.requestheader_allowed_names: needs server.requestheader_client_ca_file"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The identity header names, for `negotiate::identity`.
+    pub fn identity_headers(&self) -> crate::negotiate::identity::HeaderNames {
+        crate::negotiate::identity::HeaderNames {
+            user: self.server.requestheader_username_headers.clone(),
+            group: self.server.requestheader_group_headers.clone(),
+            extra_prefix: self.server.requestheader_extra_headers_prefix.clone(),
+        }
     }
 
     /// `server.listen` and `server.admin` as socket addresses; an error names the key.

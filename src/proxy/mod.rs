@@ -10,12 +10,14 @@
 //!   readiness probe;
 //! - [`capabilities`]: what `auto` mode has learned;
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
-//! - [`body`]: the codec driven over one body.
+//! - [`body`]: the codec driven over one body;
+//! - [`identity`]: who the request is, and its identity headers upstream.
 //!
 //! Admission is [`crate::admission`].
 
 pub mod body;
 pub mod capabilities;
+pub mod identity;
 pub mod local_reply;
 pub mod replay;
 pub mod request_log;
@@ -48,6 +50,7 @@ pub struct Gate {
     caps: Arc<Capabilities>,
     admission: Arc<Admission>,
     codecs: CodecSettings,
+    identity_headers: crate::negotiate::identity::HeaderNames,
 }
 
 /// Join every value of a header with ", " (RFC 9110 list semantics).
@@ -97,6 +100,7 @@ impl Gate {
             },
         };
         Gate {
+            identity_headers: config.identity_headers(),
             config,
             upstream,
             mode,
@@ -200,6 +204,7 @@ impl ProxyHttp for Gate {
     }
 
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
+        ex.identity = Some(identity::decide(session, &self.identity_headers));
         let (p, head_bytes, declared_len) = self.plan(session);
         let limits = self.codecs.request;
         if let Some(r) = p.head_refusal(head_bytes, limits) {
@@ -251,6 +256,7 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.rewrite_upstream_request(req)?;
+        identity::apply(ex.identity.as_ref(), req)?;
         self.upstream.rewrite_host(req)
     }
 

@@ -10,6 +10,7 @@ use super::body::{BodyCodec, Gzip};
 use crate::admission::Slot;
 use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::metrics::metrics;
+use crate::negotiate::identity::Identity;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
 };
@@ -61,6 +62,8 @@ pub struct Exchange {
     pub upgrade: Option<&'static str>,
     /// The status the client got (0: none yet).
     pub status: u16,
+    /// Who the request is, and its identity headers upstream (decided first thing).
+    pub identity: Option<Identity>,
 }
 
 /// Drop the headers that described the body before it was transcoded.
@@ -103,6 +106,7 @@ impl Default for Exchange {
             watch_counted: false,
             upgrade: None,
             status: 0,
+            identity: None,
         }
     }
 }
