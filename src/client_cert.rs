@@ -105,7 +105,9 @@ impl ClientCas {
         Ok(())
     }
 
-    /// What a certificate chain (leaf first) proves against the current bundles.
+    /// What a certificate chain (leaf first) proves against the current bundles
+    /// (`None`: no certificate). One that verifies against neither (a TLS session
+    /// resumed after a reload) is `unverified`.
     pub fn judge(&self, chain: &[CertificateDer<'static>]) -> Option<PeerCert> {
         let (leaf, intermediates) = chain.split_first()?;
         let now = UnixTime::now();
@@ -115,7 +117,10 @@ impl ClientCas {
         let client_ca = verifies(current(&self.client));
         let fp_verified = verifies(current(&self.front_proxy));
         if !client_ca && !fp_verified {
-            return None;
+            return Some(PeerCert {
+                unverified: true,
+                ..PeerCert::default()
+            });
         }
         let subject = Subject::of(leaf);
         let front_proxy = match (fp_verified, &subject) {
@@ -145,6 +150,7 @@ impl ClientCas {
             _ => None,
         };
         Some(PeerCert {
+            unverified: false,
             x509,
             client_ca,
             front_proxy,
@@ -373,7 +379,7 @@ mod tests {
         assert!(got.x509.is_none());
         // Another CA: nothing, and the handshake verifier refuses it.
         let mallory = leaf(&other, Some("mallory"), &["system:masters"]);
-        assert_eq!(cas.judge(&[mallory.clone()]), None);
+        assert!(cas.judge(&[mallory.clone()]).unwrap().unverified);
         assert!(cas
             .verify_client_cert(&mallory, &[], UnixTime::now())
             .is_err());
@@ -388,7 +394,7 @@ mod tests {
         // A bad file keeps the previous bundle.
         let junk = write(&dir, "junk.pem", "junk");
         assert!(cas.reload_client(&junk).is_err());
-        assert!(cas.judge(&[alice]).is_none());
+        assert!(cas.judge(&[alice]).unwrap().unverified);
         // Any CN allowed when the list is empty.
         let any = ClientCas::load("", &fp_path, &[]).unwrap();
         let got = any.judge(&[leaf(&fp, Some("whoever"), &[])]).unwrap();

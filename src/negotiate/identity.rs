@@ -15,6 +15,8 @@
 //!
 //! Pure and total: no I/O, no panics, only `std`.
 
+use super::plan::{LocalReply, Plan};
+
 /// The configured identity header names (`server.requestheader_*`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeaderNames {
@@ -59,10 +61,13 @@ pub enum FrontProxy {
     NotAllowed,
 }
 
-/// What the client's certificate proved at the TLS handshake. A certificate that did not
-/// verify against either CA never gets this far: the handshake is refused.
+/// What the client's certificate proved at the TLS handshake. A certificate that does
+/// not verify against either CA is refused at the handshake; one that verifies against
+/// neither any more (a session resumed after the CA bundle changed) is `unverified`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PeerCert {
+    /// A certificate was presented, and verifies against no bundle now.
+    pub unverified: bool,
     /// Verified against the client CA: the user it names (`None`: no CN, or a subject
     /// that cannot be read).
     pub x509: Option<User>,
@@ -112,6 +117,18 @@ pub struct Identity {
     pub remove: Vec<String>,
     /// Headers added to the upstream request, in order.
     pub add: Vec<(String, String)>,
+    /// The client presented a certificate that does not verify: answer 401
+    /// `Unauthorized`, never forward.
+    pub refuse: bool,
+}
+
+impl Identity {
+    /// 401 `Unauthorized`, as kube-apiserver answers an unauthenticated request, in the
+    /// request's error format, for a client whose certificate does not verify.
+    pub fn refusal(&self, plan: &Plan) -> Option<LocalReply> {
+        self.refuse
+            .then(|| plan.error_reply(401, "Unauthorized", "Unauthorized".into()))
+    }
 }
 
 /// Is `b` a byte of an HTTP token (RFC 9110 `tchar`)?
@@ -175,6 +192,16 @@ where
             n.len() >= p.len() && n.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
         })
     };
+    if peer.is_some_and(|p| p.unverified) {
+        return Identity {
+            method: Method::None,
+            user: None,
+            counted: (Method::X509, "failure"),
+            remove: Vec::new(),
+            add: Vec::new(),
+            refuse: true,
+        };
+    }
     let front_proxy = peer.map_or(FrontProxy::No, |p| p.front_proxy);
     // kube-apiserver's request-header authenticator: the first user header, in the
     // configured order, whose first value is not empty.
@@ -191,6 +218,7 @@ where
             counted: (Method::FrontProxy, "success"),
             remove: Vec::new(),
             add: Vec::new(),
+            refuse: false,
         };
     }
     let mut remove: Vec<String> = Vec::new();
@@ -209,6 +237,7 @@ where
             counted: (Method::X509, "success"),
             remove,
             add,
+            refuse: false,
         };
     }
     let counted = if peer.is_some_and(|p| p.client_ca) {
@@ -226,6 +255,7 @@ where
         counted,
         remove,
         add: Vec::new(),
+        refuse: false,
     }
 }
 
@@ -246,6 +276,7 @@ mod tests {
 
     fn x509(u: User) -> PeerCert {
         PeerCert {
+            unverified: false,
             x509: Some(u),
             client_ca: true,
             front_proxy: FrontProxy::No,
@@ -254,6 +285,7 @@ mod tests {
 
     fn proxy(fp: FrontProxy) -> PeerCert {
         PeerCert {
+            unverified: false,
             x509: None,
             client_ca: false,
             front_proxy: fp,
@@ -300,6 +332,10 @@ mod tests {
             remove: Vec<String>,
             add: Vec<(String, String)>,
         }
+        let unverified = PeerCert {
+            unverified: true,
+            ..PeerCert::default()
+        };
         let alice_headers = adds(&[
             ("X-Remote-User", "alice"),
             ("X-Remote-Group", "devs"),
@@ -353,9 +389,8 @@ mod tests {
             Row {
                 what: "client-CA certificate without a CN",
                 peer: Some(PeerCert {
-                    x509: None,
                     client_ca: true,
-                    front_proxy: FrontProxy::No,
+                    ..PeerCert::default()
                 }),
                 headers: SPOOF,
                 method: Method::None,
@@ -400,6 +435,7 @@ mod tests {
                     x509: Some(alice()),
                     client_ca: true,
                     front_proxy: FrontProxy::Allowed,
+                    unverified: false,
                 }),
                 headers: SPOOF,
                 method: Method::FrontProxy,
@@ -414,6 +450,7 @@ mod tests {
                     x509: Some(alice()),
                     client_ca: true,
                     front_proxy: FrontProxy::Allowed,
+                    unverified: false,
                 }),
                 headers: &[],
                 method: Method::X509,
@@ -437,6 +474,7 @@ mod tests {
             },
         ];
         for r in rows {
+            assert!(!run(r.peer.clone(), &n, r.headers).refuse, "{}", r.what);
             let got = run(r.peer, &n, r.headers);
             assert_eq!(got.method, r.method, "{}", r.what);
             assert_eq!(got.user.as_deref(), r.user, "{}", r.what);
@@ -444,6 +482,43 @@ mod tests {
             assert_eq!(got.remove, r.remove, "{}", r.what);
             assert_eq!(got.add, r.add, "{}", r.what);
         }
+    }
+
+    #[test]
+    fn a_certificate_that_no_longer_verifies_is_refused() {
+        let got = run(
+            Some(PeerCert {
+                unverified: true,
+                ..x509(alice())
+            }),
+            &HeaderNames::default(),
+            SPOOF,
+        );
+        assert!(got.refuse);
+        assert_eq!((got.method, got.user), (Method::None, None));
+        assert_eq!(got.counted, (Method::X509, "failure"));
+        assert!(got.add.is_empty());
+        let plan = crate::negotiate::plan(
+            &crate::negotiate::RequestHead {
+                method: "GET",
+                path: "/api/v1/pods",
+                query: None,
+                accept: Some("application/cbor"),
+                content_type: None,
+                upgrade: false,
+                declared_len: None,
+                accept_encoding: None,
+                compress_responses: false,
+            },
+            crate::negotiate::UpstreamMode::Legacy,
+        );
+        let r = got.refusal(&plan).unwrap();
+        assert_eq!((r.code, r.reason), (401, "Unauthorized"));
+        assert_eq!(r.format, crate::negotiate::Format::Cbor);
+        assert_eq!(
+            run(None, &HeaderNames::default(), SPOOF).refusal(&plan),
+            None
+        );
     }
 
     #[test]

@@ -207,6 +207,9 @@ impl ProxyHttp for Gate {
         ex.identity = Some(identity::decide(session, &self.identity_headers));
         let (p, head_bytes, declared_len) = self.plan(session);
         let limits = self.codecs.request;
+        if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
+            return self.reply(session, ex, p, &r, false).await;
+        }
         if let Some(r) = p.head_refusal(head_bytes, limits) {
             return self.reply(session, ex, p, &r, false).await;
         }
