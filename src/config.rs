@@ -438,6 +438,8 @@ impl Config {
     /// The identity header names, for `negotiate::identity`.
     pub fn identity_headers(&self) -> crate::negotiate::identity::HeaderNames {
         crate::negotiate::identity::HeaderNames {
+            client_certs: !self.server.client_ca_file.is_empty()
+                || !self.server.requestheader_client_ca_file.is_empty(),
             user: self.server.requestheader_username_headers.clone(),
             group: self.server.requestheader_group_headers.clone(),
             extra_prefix: self.server.requestheader_extra_headers_prefix.clone(),

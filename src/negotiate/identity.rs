@@ -17,9 +17,14 @@
 
 use super::plan::{LocalReply, Plan};
 
-/// The configured identity header names (`server.requestheader_*`).
+/// The identity settings: the configured header names (`server.requestheader_*`) and
+/// whether client certificates are asked for at all.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeaderNames {
+    /// A client CA or a request-header CA is configured. Then the upstream client
+    /// certificate (the front-proxy certificate) is presented only with a named
+    /// identity; otherwise it is presented on every request, as before.
+    pub client_certs: bool,
     /// User headers, in order of precedence; the first is the one cborgate writes.
     pub user: Vec<String>,
     /// Group headers; the first is the one cborgate writes, once per group.
@@ -31,6 +36,7 @@ pub struct HeaderNames {
 impl Default for HeaderNames {
     fn default() -> Self {
         HeaderNames {
+            client_certs: false,
             user: vec!["X-Remote-User".into()],
             group: vec!["X-Remote-Group".into()],
             extra_prefix: vec!["X-Remote-Extra-".into()],
@@ -120,6 +126,12 @@ pub struct Identity {
     /// The client presented a certificate that does not verify: answer 401
     /// `Unauthorized`, never forward.
     pub refuse: bool,
+    /// Present the upstream client certificate on this request's connection. With
+    /// client certificates configured, only when an identity is named upstream: a
+    /// request with no verified identity reaches the upstream with its own credentials
+    /// only, exactly as if it came directly (no front-proxy certificate that the
+    /// upstream would try, and fail, as an x509 client).
+    pub upstream_cert: bool,
 }
 
 impl Identity {
@@ -200,6 +212,7 @@ where
             remove: Vec::new(),
             add: Vec::new(),
             refuse: true,
+            upstream_cert: false,
         };
     }
     let front_proxy = peer.map_or(FrontProxy::No, |p| p.front_proxy);
@@ -219,6 +232,7 @@ where
             remove: Vec::new(),
             add: Vec::new(),
             refuse: false,
+            upstream_cert: true,
         };
     }
     let mut remove: Vec<String> = Vec::new();
@@ -238,6 +252,7 @@ where
             remove,
             add,
             refuse: false,
+            upstream_cert: true,
         };
     }
     let counted = if peer.is_some_and(|p| p.client_ca) {
@@ -256,6 +271,7 @@ where
         remove,
         add: Vec::new(),
         refuse: false,
+        upstream_cert: !names.client_certs,
     }
 }
 
@@ -320,7 +336,10 @@ mod tests {
     /// removed and added headers out.
     #[test]
     fn the_decision_table() {
-        let n = HeaderNames::default();
+        let n = HeaderNames {
+            client_certs: true,
+            ..HeaderNames::default()
+        };
         let removed = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         struct Row {
             what: &'static str,
@@ -332,10 +351,6 @@ mod tests {
             remove: Vec<String>,
             add: Vec<(String, String)>,
         }
-        let unverified = PeerCert {
-            unverified: true,
-            ..PeerCert::default()
-        };
         let alice_headers = adds(&[
             ("X-Remote-User", "alice"),
             ("X-Remote-Group", "devs"),
@@ -475,12 +490,25 @@ mod tests {
         ];
         for r in rows {
             assert!(!run(r.peer.clone(), &n, r.headers).refuse, "{}", r.what);
-            let got = run(r.peer, &n, r.headers);
+            let got = run(r.peer.clone(), &n, r.headers);
             assert_eq!(got.method, r.method, "{}", r.what);
             assert_eq!(got.user.as_deref(), r.user, "{}", r.what);
             assert_eq!(got.counted, r.counted, "{}", r.what);
             assert_eq!(got.remove, r.remove, "{}", r.what);
             assert_eq!(got.add, r.add, "{}", r.what);
+            // The front-proxy certificate goes with a named identity only, once client
+            // certificates are configured; without them, always (plain upstream mTLS).
+            let named = got.method != Method::None;
+            assert_eq!(got.upstream_cert, named, "{}", r.what);
+            let plain = HeaderNames {
+                client_certs: false,
+                ..n.clone()
+            };
+            assert!(
+                run(r.peer.clone(), &plain, r.headers).upstream_cert,
+                "{}",
+                r.what
+            );
         }
     }
 
@@ -495,7 +523,7 @@ mod tests {
             SPOOF,
         );
         assert!(got.refuse);
-        assert_eq!((got.method, got.user), (Method::None, None));
+        assert_eq!((got.method, got.user.as_deref()), (Method::None, None));
         assert_eq!(got.counted, (Method::X509, "failure"));
         assert!(got.add.is_empty());
         let plan = crate::negotiate::plan(
@@ -524,6 +552,7 @@ mod tests {
     #[test]
     fn configured_names_are_removed_and_the_first_is_written() {
         let n = HeaderNames {
+            client_certs: true,
             user: vec!["X-User".into(), "X-Remote-User".into()],
             group: vec!["X-Groups".into()],
             extra_prefix: vec!["X-Extra-".into(), "X-Remote-Extra-".into()],

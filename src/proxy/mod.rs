@@ -241,9 +241,10 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
         let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
+        let cert = ex.identity.as_ref().is_some_and(|id| id.upstream_cert);
         ex.upstream_started = Some(Instant::now());
         match self.upstream.resolver.resolve().await {
-            Ok(addr) => Ok(self.upstream.peer(addr, long_running)),
+            Ok(addr) => Ok(self.upstream.peer(addr, long_running, cert)),
             Err(why) => {
                 let failure = Failure::Unresolved(why.clone());
                 ex.local_error = ex.plan.as_ref().and_then(|p| p.failure_reply(&failure));
