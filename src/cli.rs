@@ -7,6 +7,8 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+// Parsed once at start-up: the size of the flags struct costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum ProxyCommand {
     /// Run the proxy.

@@ -354,7 +354,7 @@ mod tests {
         let fp_path = write(&dir, "fp.pem", &fp.pem);
         let cas = ClientCas::load(&cluster_path, &fp_path, &["front-proxy-client".into()]).unwrap();
         let alice = leaf(&cluster, Some("alice"), &["devs", "ops"]);
-        let got = cas.judge(&[alice.clone()]).unwrap();
+        let got = cas.judge(std::slice::from_ref(&alice)).unwrap();
         let user = got.x509.unwrap();
         assert_eq!(
             (user.name.as_str(), user.groups),
@@ -379,7 +379,7 @@ mod tests {
         assert!(got.x509.is_none());
         // Another CA: nothing, and the handshake verifier refuses it.
         let mallory = leaf(&other, Some("mallory"), &["system:masters"]);
-        assert!(cas.judge(&[mallory.clone()]).unwrap().unverified);
+        assert!(cas.judge(std::slice::from_ref(&mallory)).unwrap().unverified);
         assert!(cas
             .verify_client_cert(&mallory, &[], UnixTime::now())
             .is_err());
