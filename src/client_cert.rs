@@ -91,17 +91,17 @@ impl ClientCas {
         }))
     }
 
-    /// Reload `server.client_ca_file`; on error the previous bundle stays.
-    pub fn reload_client(&self, path: &str) -> Result<(), String> {
+    /// Reload `server.client_ca_file` (or, `front_proxy`,
+    /// `server.requestheader_client_ca_file`) from `path`; on error the previous
+    /// bundle stays.
+    pub fn reload(&self, front_proxy: bool, path: &str) -> Result<(), String> {
         let v = verifier(path)?;
-        *self.client.write().unwrap_or_else(|e| e.into_inner()) = Some(v);
-        Ok(())
-    }
-
-    /// Reload `server.requestheader_client_ca_file`; on error the previous bundle stays.
-    pub fn reload_front_proxy(&self, path: &str) -> Result<(), String> {
-        let v = verifier(path)?;
-        *self.front_proxy.write().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        let slot = if front_proxy {
+            &self.front_proxy
+        } else {
+            &self.client
+        };
+        *slot.write().unwrap_or_else(|e| e.into_inner()) = Some(v);
         Ok(())
     }
 
@@ -379,21 +379,25 @@ mod tests {
         assert!(got.x509.is_none());
         // Another CA: nothing, and the handshake verifier refuses it.
         let mallory = leaf(&other, Some("mallory"), &["system:masters"]);
-        assert!(cas.judge(std::slice::from_ref(&mallory)).unwrap().unverified);
+        assert!(
+            cas.judge(std::slice::from_ref(&mallory))
+                .unwrap()
+                .unverified
+        );
         assert!(cas
             .verify_client_cert(&mallory, &[], UnixTime::now())
             .is_err());
         assert!(cas.verify_client_cert(&alice, &[], UnixTime::now()).is_ok());
         // Reload: the other CA becomes the client CA.
         let other_path = write(&dir, "other.pem", &other.pem);
-        cas.reload_client(&other_path).unwrap();
+        cas.reload(false, &other_path).unwrap();
         assert!(cas
             .verify_client_cert(&alice, &[], UnixTime::now())
             .is_err());
         assert_eq!(cas.judge(&[mallory]).unwrap().x509.unwrap().name, "mallory");
         // A bad file keeps the previous bundle.
         let junk = write(&dir, "junk.pem", "junk");
-        assert!(cas.reload_client(&junk).is_err());
+        assert!(cas.reload(false, &junk).is_err());
         assert!(cas.judge(&[alice]).unwrap().unverified);
         // Any CN allowed when the list is empty.
         let any = ClientCas::load("", &fp_path, &[]).unwrap();

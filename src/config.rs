@@ -100,6 +100,7 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let names = crate::negotiate::identity::HeaderNames::default();
         ServerConfig {
             listen: "127.0.0.1:8080".into(),
             admin: "127.0.0.1:9464".into(),
@@ -117,9 +118,10 @@ impl Default for ServerConfig {
             client_ca_file: String::new(),
             requestheader_client_ca_file: String::new(),
             requestheader_allowed_names: Vec::new(),
-            requestheader_username_headers: vec!["X-Remote-User".into()],
-            requestheader_group_headers: vec!["X-Remote-Group".into()],
-            requestheader_extra_headers_prefix: vec!["X-Remote-Extra-".into()],
+            // kube-apiserver's defaults, as `negotiate::identity` has them.
+            requestheader_username_headers: names.user,
+            requestheader_group_headers: names.group,
+            requestheader_extra_headers_prefix: names.extra_prefix,
         }
     }
 }

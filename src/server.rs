@@ -135,22 +135,23 @@ fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<(), ConfigErr
 
 /// Reload the client CA bundles when their files change.
 fn watch_client_cas(reloader: &mut Reloader, cas: &Arc<ClientCas>, config: &Config) {
-    let client = config.server.client_ca_file.clone();
-    if !client.is_empty() {
-        let (cas, path) = (cas.clone(), client.clone());
-        reloader.watch(
-            Kind::ClientCa,
-            vec![client],
-            Box::new(move || cas.reload_client(&path)),
-        );
-    }
-    let front_proxy = config.server.requestheader_client_ca_file.clone();
-    if !front_proxy.is_empty() {
-        let (cas, path) = (cas.clone(), front_proxy.clone());
-        reloader.watch(
+    let server = &config.server;
+    for (kind, path, front_proxy) in [
+        (Kind::ClientCa, &server.client_ca_file, false),
+        (
             Kind::RequestHeaderCa,
-            vec![front_proxy],
-            Box::new(move || cas.reload_front_proxy(&path)),
+            &server.requestheader_client_ca_file,
+            true,
+        ),
+    ] {
+        if path.is_empty() {
+            continue;
+        }
+        let (cas, p) = (cas.clone(), path.clone());
+        reloader.watch(
+            kind,
+            vec![path.clone()],
+            Box::new(move || cas.reload(front_proxy, &p)),
         );
     }
 }

@@ -202,7 +202,7 @@ fn client(ca: &Ca, cert: Option<&Leaf>, alpn: &[u8]) -> Arc<rustls::ClientConfig
     Arc::new(cfg)
 }
 
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+use crate::tls::Tls;
 
 async fn connect(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
     let tcp = tokio::net::TcpStream::connect(addr).await?;
@@ -753,20 +753,7 @@ fn replacing_the_client_ca_changes_who_is_accepted_and_open_watches_stay_open() 
         ) >= 1.0
     );
     // The watch opened before the swap still delivers events.
-    h.standin().emit_configmaps("demo", 1);
-    rt.block_on(async {
-        let mut seen = Vec::new();
-        let mut buf = vec![0u8; 65536];
-        tokio::time::timeout(Duration::from_secs(10), async {
-            while !String::from_utf8_lossy(&seen).contains("emit-") {
-                let n = watch.read(&mut buf).await.unwrap();
-                assert!(n > 0, "the watch ended");
-                seen.extend_from_slice(&buf[..n]);
-            }
-        })
-        .await
-        .expect("the open watch survived the reload");
-    });
+    rt.block_on(crate::tls::watch_survives(&h, &mut watch));
 }
 
 /// Start-up refuses client certificates it could not honour, naming the key.
