@@ -672,7 +672,8 @@ fn replacing_the_client_ca_changes_who_is_accepted_and_open_watches_stay_open() 
         .client("front-proxy-client", "front-proxy-client", &[]);
     let ca_file = c.dir.join("client-ca.crt");
     std::fs::copy(&c.ca.path, &ca_file).unwrap();
-    let h = Harness::start(
+    // Info logs as JSON on a pipe, read at the end: the request lines name the user.
+    let mut h = Harness::start_env(
         "legacy",
         &[
             "--tls-cert",
@@ -685,7 +686,12 @@ fn replacing_the_client_ca_changes_who_is_accepted_and_open_watches_stay_open() 
             s(&upstream_client.cert_path),
             "--upstream-client-key",
             s(&upstream_client.key_path),
+            "--log-format",
+            "json",
         ],
+        Default::default(),
+        &[("RUST_LOG", "info")],
+        true,
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -739,8 +745,11 @@ fn replacing_the_client_ca_changes_who_is_accepted_and_open_watches_stay_open() 
     let fresh_alice = client(&c.ca, Some(&alice), b"http/1.1");
     let r = rt.block_on(h1(h.proxy, &fresh_alice, path, &[]));
     assert!(r.is_err(), "alice's CA is gone: {r:?}");
-    let r = rt.block_on(h1(h.proxy, &as_alice, path, &[]));
-    assert!(refused(r.clone()), "alice's CA is gone (resumed): {r:?}");
+    let resumed = rt.block_on(h1(h.proxy, &as_alice, path, &[]));
+    assert!(
+        refused(resumed.clone()),
+        "alice's CA is gone (resumed): {resumed:?}"
+    );
     assert_eq!(
         h.standin().requests().len(),
         before,
@@ -754,6 +763,33 @@ fn replacing_the_client_ca_changes_who_is_accepted_and_open_watches_stay_open() 
     );
     // The watch opened before the swap still delivers events.
     rt.block_on(crate::tls::watch_survives(&h, &mut watch));
+    drop(watch);
+    // The request log names the verified user and how; the 401 names nobody.
+    let _ = h.child.kill();
+    let _ = h.child.wait();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut h.child.stderr.take().unwrap(), &mut text).unwrap();
+    let requests: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["message"] == "request")
+        .collect();
+    let by = |auth: &str, user: Option<&str>| {
+        requests
+            .iter()
+            .any(|v| v["auth"] == auth && v["user"].as_str() == user)
+    };
+    assert!(by("x509", Some("alice")), "{text}");
+    assert!(by("x509", Some("bob")), "{text}");
+    // (A resumed TLS session gets the 401; rustls resumes when it has a ticket.)
+    if resumed == Ok(401) {
+        assert!(
+            requests
+                .iter()
+                .any(|v| v["status"] == 401 && v["auth"] == "none" && v["user"].is_null()),
+            "{text}"
+        );
+    }
 }
 
 /// Start-up refuses client certificates it could not honour, naming the key.
