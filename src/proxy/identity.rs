@@ -31,7 +31,8 @@ pub fn apply(identity: Option<&Identity>, req: &mut RequestHeader) -> Result<()>
     let Some(id) = identity else {
         return Error::e_explain(ErrorType::InternalError, "no identity decided");
     };
-    for name in &id.remove {
+    // The added names go too: the head may be rewritten more than once (a replay).
+    for name in id.remove.iter().chain(id.add.iter().map(|(n, _)| n)) {
         req.remove_header(name.as_str());
     }
     for (name, value) in &id.add {
