@@ -67,6 +67,9 @@ SERVE_FLAGS = {
     "--config": True, "--listen": True, "--upstream": True, "--admin": True, "--mode": True,
     "--tls-cert": True, "--tls-key": True, "--upstream-ca": True,
     "--upstream-client-cert": True, "--upstream-client-key": True,
+    "--client-ca-file": True, "--requestheader-client-ca-file": True,
+    "--requestheader-allowed-names": True, "--requestheader-username-headers": True,
+    "--requestheader-group-headers": True, "--requestheader-extra-headers-prefix": True,
 }
 MODES = {"auto", "legacy", "native", "upgrade"}
 
@@ -464,6 +467,15 @@ def check_cborgate_container(where: str, c: dict, problems: Problems) -> None:
         problems.add(where, "--tls-cert and --tls-key go together")
     if ("--upstream-client-cert" in opts) != ("--upstream-client-key" in opts):
         problems.add(where, "--upstream-client-cert and --upstream-client-key go together")
+    for f in ("--client-ca-file", "--requestheader-client-ca-file"):
+        # As cborgate's start-up checks: client certificates need the TLS listener and
+        # a front-proxy certificate to name identities upstream with.
+        if f in opts and "--tls-cert" not in opts:
+            problems.add(where, f"{f} needs --tls-cert (client certificates need the TLS listener)")
+        if f in opts and "--upstream-client-cert" not in opts:
+            problems.add(where, f"{f} needs --upstream-client-cert (the front-proxy client certificate)")
+    if "--requestheader-allowed-names" in opts and "--requestheader-client-ca-file" not in opts:
+        problems.add(where, "--requestheader-allowed-names needs --requestheader-client-ca-file")
     for f in ("--listen", "--admin"):
         if f not in opts:
             problems.add(where, f"{f} must be given (the built-in default is loopback)")
@@ -477,7 +489,8 @@ def check_cborgate_container(where: str, c: dict, problems: Problems) -> None:
     if lport is not None and lport == aport:
         problems.add(where, "--listen and --admin must differ")
     mounts = [m.get("mountPath", "") for m in c.get("volumeMounts") or []]
-    for f in ("--config", "--tls-cert", "--tls-key", "--upstream-ca", "--upstream-client-cert", "--upstream-client-key"):
+    for f in ("--config", "--tls-cert", "--tls-key", "--upstream-ca", "--upstream-client-cert", "--upstream-client-key",
+              "--client-ca-file", "--requestheader-client-ca-file"):
         if f in opts and not any(opts[f] == m or opts[f].startswith(m.rstrip("/") + "/") for m in mounts):
             problems.add(where, f"{f} {opts[f]} is not inside any volumeMount")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):

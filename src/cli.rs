@@ -7,6 +7,8 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+// Parsed once at start-up: the size of the flags struct costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum ProxyCommand {
     /// Run the proxy.
@@ -51,6 +53,31 @@ pub struct ServeArgs {
     /// Client key for the upstream, PEM (upstream.client_key).
     #[arg(long, requires = "upstream_client_cert", value_name = "FILE")]
     pub upstream_client_key: Option<String>,
+    /// CA bundle for client certificates on the TLS listener, PEM: a verified client is
+    /// named upstream as its CN (user) and O values (groups); reloaded when it changes
+    /// (server.client_ca_file). Needs --tls-cert and --upstream-client-cert.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<String>,
+    /// CA bundle that signs trusted front proxies' certificates, PEM; reloaded when it
+    /// changes (server.requestheader_client_ca_file).
+    #[arg(long, value_name = "FILE")]
+    pub requestheader_client_ca_file: Option<String>,
+    /// CNs a front proxy's certificate may have, comma-separated; empty: any the CA
+    /// signed (server.requestheader_allowed_names).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', num_args = 0..)]
+    pub requestheader_allowed_names: Option<Vec<String>>,
+    /// Headers that name the user, comma-separated (server.requestheader_username_headers)
+    /// [default: X-Remote-User].
+    #[arg(long, value_name = "HEADERS", value_delimiter = ',')]
+    pub requestheader_username_headers: Option<Vec<String>>,
+    /// Headers that name a group, comma-separated (server.requestheader_group_headers)
+    /// [default: X-Remote-Group].
+    #[arg(long, value_name = "HEADERS", value_delimiter = ',')]
+    pub requestheader_group_headers: Option<Vec<String>>,
+    /// Prefixes of extra headers, comma-separated
+    /// (server.requestheader_extra_headers_prefix) [default: X-Remote-Extra-].
+    #[arg(long, value_name = "PREFIXES", value_delimiter = ',', num_args = 0..)]
+    pub requestheader_extra_headers_prefix: Option<Vec<String>>,
     /// Do not verify the upstream certificate; for tests (upstream.insecure_skip_verify).
     #[arg(long)]
     pub upstream_insecure_skip_verify: bool,
@@ -95,6 +122,34 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     set(&mut c.upstream.ca_file, &args.upstream_ca);
     set(&mut c.upstream.client_cert, &args.upstream_client_cert);
     set(&mut c.upstream.client_key, &args.upstream_client_key);
+    set(&mut c.server.client_ca_file, &args.client_ca_file);
+    set(
+        &mut c.server.requestheader_client_ca_file,
+        &args.requestheader_client_ca_file,
+    );
+    let list = |dst: &mut Vec<String>, v: &Option<Vec<String>>| {
+        if let Some(v) = v {
+            // `--flag=` (nothing, as kube-apiserver takes it) is the empty list.
+            *dst = v.iter().filter(|s| !s.is_empty()).cloned().collect();
+        }
+    };
+    let s = &mut c.server;
+    list(
+        &mut s.requestheader_allowed_names,
+        &args.requestheader_allowed_names,
+    );
+    list(
+        &mut s.requestheader_username_headers,
+        &args.requestheader_username_headers,
+    );
+    list(
+        &mut s.requestheader_group_headers,
+        &args.requestheader_group_headers,
+    );
+    list(
+        &mut s.requestheader_extra_headers_prefix,
+        &args.requestheader_extra_headers_prefix,
+    );
     set(&mut c.log.format, &args.log_format);
     set(&mut c.log.level, &args.log_level);
     if let Some(m) = args.mode {
@@ -104,6 +159,7 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         c.upstream.insecure_skip_verify = true;
     }
     c.validate()?;
+    c.validate_client_certificates()?;
     if c.upstream.url.is_empty() {
         return Err(ConfigError(
             "upstream.url is not set: give --upstream URL, or upstream.url in the --config file"

@@ -100,10 +100,26 @@ pub struct ServerConfig {
     /// are read whole before they go upstream (429 with `Retry-After` beyond; 0 = no
     /// limit).
     pub max_buffered_body_bytes: u64,
+    /// CA bundle (PEM) for client certificates on the TLS listener: a client whose
+    /// certificate verifies is the user its CN names, in the groups its O values name
+    /// (kube-apiserver's `--client-ca-file`). Empty: no client certificates.
+    pub client_ca_file: String,
+    /// CA bundle (PEM) that signs trusted front proxies' certificates
+    /// (kube-apiserver's `--requestheader-client-ca-file`). Empty: no front proxy.
+    pub requestheader_client_ca_file: String,
+    /// CNs a front proxy's certificate may have (empty: any the CA signed).
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers that name the user; the first is the one written upstream.
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers that name a group; the first is the one written upstream.
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers that carry extras; the first is the one written upstream.
+    pub requestheader_extra_headers_prefix: Vec<String>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let names = crate::negotiate::identity::HeaderNames::default();
         ServerConfig {
             listen: "127.0.0.1:8080".into(),
             admin: "127.0.0.1:9464".into(),
@@ -119,6 +135,13 @@ impl Default for ServerConfig {
             max_long_running_requests: 0,
             compress_responses: true,
             max_buffered_body_bytes: DEFAULT_MAX_BUFFERED_BODY_BYTES,
+            client_ca_file: String::new(),
+            requestheader_client_ca_file: String::new(),
+            requestheader_allowed_names: Vec::new(),
+            // kube-apiserver's defaults, as `negotiate::identity` has them.
+            requestheader_username_headers: names.user,
+            requestheader_group_headers: names.group,
+            requestheader_extra_headers_prefix: names.extra_prefix,
         }
     }
 }
@@ -321,6 +344,7 @@ impl Config {
                 "upstream.client_cert and upstream.client_key go together".into(),
             ));
         }
+        self.validate_identity()?;
         if !matches!(self.codec.strings.as_str(), "bytes" | "text") {
             return Err(ConfigError(format!(
                 "codec.strings: {:?} is not bytes or text",
@@ -379,6 +403,91 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The request-header keys: header names that are names.
+    fn validate_identity(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        for (key, list, may_be_empty) in [
+            (
+                "server.requestheader_username_headers",
+                &s.requestheader_username_headers,
+                false,
+            ),
+            (
+                "server.requestheader_group_headers",
+                &s.requestheader_group_headers,
+                false,
+            ),
+            (
+                "server.requestheader_extra_headers_prefix",
+                &s.requestheader_extra_headers_prefix,
+                true,
+            ),
+        ] {
+            if list.is_empty() && !may_be_empty {
+                return Err(ConfigError(format!(
+                    "{key}: needs at least one header name"
+                )));
+            }
+            for name in list {
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                {
+                    return Err(ConfigError(format!("{key}: {name:?} is not a header name")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What client certificates need beside them, checked once every source (file and
+    /// flags) is merged: the TLS listener, and a certificate to name identities upstream
+    /// with.
+    pub fn validate_client_certificates(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        for (key, file) in [
+            ("server.client_ca_file", &s.client_ca_file),
+            (
+                "server.requestheader_client_ca_file",
+                &s.requestheader_client_ca_file,
+            ),
+        ] {
+            if file.is_empty() {
+                continue;
+            }
+            if s.tls_cert.is_empty() {
+                return Err(ConfigError(format!(
+                    "{key}: client certificates need the TLS listener (server.tls_cert/tls_key)"
+                )));
+            }
+            if self.upstream.client_cert.is_empty() {
+                return Err(ConfigError(format!(
+                    "{key}: needs upstream.client_cert/client_key, the front-proxy client \
+                     certificate the upstream trusts identity headers from"
+                )));
+            }
+        }
+        if !s.requestheader_allowed_names.is_empty() && s.requestheader_client_ca_file.is_empty() {
+            return Err(ConfigError(
+                "server.requestheader_allowed_names: needs server.requestheader_client_ca_file"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The identity header names, for `negotiate::identity`.
+    pub fn identity_headers(&self) -> crate::negotiate::identity::HeaderNames {
+        crate::negotiate::identity::HeaderNames {
+            client_certs: !self.server.client_ca_file.is_empty()
+                || !self.server.requestheader_client_ca_file.is_empty(),
+            user: self.server.requestheader_username_headers.clone(),
+            group: self.server.requestheader_group_headers.clone(),
+            extra_prefix: self.server.requestheader_extra_headers_prefix.clone(),
+        }
     }
 
     /// `server.listen` and `server.admin` as socket addresses; an error names the key.

@@ -5,6 +5,7 @@
 //! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
 //! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it and
 //!   [`accept`] runs each connection (the request read timeout).
+//! - [`client_cert`]: client certificates on the TLS listener, and what they prove.
 //! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
 //! - [`tools`], [`cli`], `demo` (feature `demo`, on by default): the commands.
 //!   `demo` runs the kube-apiserver stand-in of the workspace crate
@@ -15,6 +16,7 @@ pub mod admin;
 pub mod admission;
 pub mod budget;
 pub mod cli;
+pub mod client_cert;
 pub mod codec;
 pub mod config;
 #[cfg(feature = "demo")]

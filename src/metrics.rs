@@ -7,6 +7,7 @@
 //! client library, read from `/proc` at each scrape ([`process_families`]).
 
 use crate::codec::Reason;
+use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -42,6 +43,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_upstream_resolve_failures_total",
     "cborgate_upstream_ready",
     "cborgate_reloads_total",
+    "cborgate_authentications_total",
     "cborgate_panics_total",
     "cborgate_request_body_buffered_bytes",
 ];
@@ -69,6 +71,8 @@ pub struct Metrics {
     pub upstream_ready: IntGauge,
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
     pub reloads_total: IntCounterVec,
+    /// `method` is a [`Method`] label, `result` one of [`AUTH_RESULTS`]; never a user.
+    pub authentications_total: IntCounterVec,
     pub panics_total: IntCounter,
     /// Request body bytes held in memory (`crate::budget`), against
     /// `server.max_buffered_body_bytes`.
@@ -86,7 +90,13 @@ pub const CLIENT_ERROR_KINDS: [&str; 6] = [
     "bad_request",
 ];
 
-pub const RELOAD_FILES: [&str; 3] = ["serving", "upstream_ca", "upstream_client"];
+pub const RELOAD_FILES: [&str; 5] = [
+    "serving",
+    "upstream_ca",
+    "upstream_client",
+    "client_ca",
+    "requestheader_ca",
+];
 /// The `result` label values of `cborgate_reloads_total`.
 pub const RELOAD_RESULTS: [&str; 2] = ["success", "failure"];
 
@@ -188,8 +198,11 @@ impl Metrics {
                 "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise.",
                 gauge),
             reloads_total: family!("counter", "cborgate_reloads_total",
-                "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client) and result (success, failure).",
+                "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client, client_ca, requestheader_ca) and result (success, failure).",
                 counter(&["file", "result"])),
+            authentications_total: family!("counter", "cborgate_authentications_total",
+                "How clients arrive, by method (x509: a client certificate; front-proxy: a trusted front proxy's identity headers; none: no verified identity) and result. x509 failure: a certificate refused at the TLS handshake (once per connection) or one that names no user; front-proxy failure: a request-header-CA certificate whose CN is not allowed or that names no user; none failure: identity headers removed from a client that is not a trusted front proxy.",
+                counter(&["method", "result"])),
             panics_total: family!("counter", "cborgate_panics_total",
                 "Panics caught while serving a request (each is a bug; the request was answered or its connection closed).",
                 count),
@@ -248,6 +261,12 @@ impl Metrics {
         for file in RELOAD_FILES {
             for result in RELOAD_RESULTS {
                 self.reloads_total.with_label_values(&[file, result]);
+            }
+        }
+        for method in Method::ALL {
+            for result in AUTH_RESULTS {
+                self.authentications_total
+                    .with_label_values(&[method.as_str(), result]);
             }
         }
     }

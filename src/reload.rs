@@ -9,6 +9,8 @@
 //! - [`UpstreamTls`] is the upstream CA bundle and client certificate that
 //!   each new upstream connection is made with; its generation number keeps
 //!   pooled connections made with older credentials from being reused.
+//! - The listener's client CA bundles (`crate::client_cert::ClientCas`) are watched
+//!   here too, through [`Reloader::watch`].
 //! - [`Reloader`] looks at the files' contents (not their mtimes: a Secret
 //!   volume swaps a `..data` symlink, and the files behind the names change
 //!   with the same or an older mtime), reloads what changed, and keeps the
@@ -38,16 +40,28 @@ pub enum Kind {
     UpstreamCa,
     /// `upstream.client_cert` and `upstream.client_key`.
     UpstreamClient,
+    /// `server.client_ca_file`.
+    ClientCa,
+    /// `server.requestheader_client_ca_file`.
+    RequestHeaderCa,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Serving, Kind::UpstreamCa, Kind::UpstreamClient];
+    pub const ALL: [Kind; 5] = [
+        Kind::Serving,
+        Kind::UpstreamCa,
+        Kind::UpstreamClient,
+        Kind::ClientCa,
+        Kind::RequestHeaderCa,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             Kind::Serving => "serving",
             Kind::UpstreamCa => "upstream_ca",
             Kind::UpstreamClient => "upstream_client",
+            Kind::ClientCa => "client_ca",
+            Kind::RequestHeaderCa => "requestheader_ca",
         }
     }
 
@@ -57,6 +71,8 @@ impl Kind {
             Kind::Serving => "server.tls_cert/tls_key",
             Kind::UpstreamCa => "upstream.ca_file",
             Kind::UpstreamClient => "upstream.client_cert/client_key",
+            Kind::ClientCa => "server.client_ca_file",
+            Kind::RequestHeaderCa => "server.requestheader_client_ca_file",
         }
     }
 }
@@ -66,7 +82,7 @@ fn read(path: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Every PEM certificate in a file, in order; at least one.
-fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
@@ -232,7 +248,8 @@ impl UpstreamTls {
     }
 }
 
-type ReloadFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// Reloads one set of files; an error keeps what was loaded before.
+pub type ReloadFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 struct Watched {
     kind: Kind,
@@ -301,6 +318,16 @@ impl Reloader {
             );
         }
         Reloader { watched }
+    }
+
+    /// Also watch `paths`, calling `reload` when their contents change (or on SIGHUP).
+    pub fn watch(&mut self, kind: Kind, paths: Vec<String>, reload: ReloadFn) {
+        self.watched.push(Watched {
+            kind,
+            seen: fingerprint(&paths),
+            paths,
+            reload,
+        });
     }
 
     /// Reload every file set whose contents changed since the last look, or

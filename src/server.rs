@@ -3,7 +3,8 @@
 //! process exits 2 with one line naming the key and the problem before
 //! anything serves. Then the services: the proxy (plain, or TLS with h2 and
 //! http/1.1 by ALPN and a certificate that reloads), the admin listener, the
-//! upstream readiness probe and the certificate reloader. SIGTERM drains
+//! upstream readiness probe and the certificate reloader. With a client CA, the TLS
+//! listener asks for client certificates (`client_cert`). SIGTERM drains
 //! (stop accepting, let requests finish within the grace period); SIGHUP
 //! reloads certificates.
 
@@ -11,10 +12,11 @@ use crate::accept::ReadTimeout;
 use crate::admin::Admin;
 use crate::admission::Admission;
 use crate::budget::BodyBudget;
+use crate::client_cert::{ClientCas, PeerCertCallback};
 use crate::config::{Config, ConfigError, UpstreamUrl};
 use crate::proxy::upstream::{ReadinessProbe, Upstream};
 use crate::proxy::Gate;
-use crate::reload::{Reloader, ServingCert, UpstreamTls};
+use crate::reload::{Kind, Reloader, ServingCert, UpstreamTls};
 use async_trait::async_trait;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
@@ -132,10 +134,34 @@ fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<(), ConfigErr
         .map_err(|e| ConfigError(format!("{key} ({flag}): cannot listen on {addr}: {e}")))
 }
 
+/// Reload the client CA bundles when their files change.
+fn watch_client_cas(reloader: &mut Reloader, cas: &Arc<ClientCas>, config: &Config) {
+    let server = &config.server;
+    for (kind, path, front_proxy) in [
+        (Kind::ClientCa, &server.client_ca_file, false),
+        (
+            Kind::RequestHeaderCa,
+            &server.requestheader_client_ca_file,
+            true,
+        ),
+    ] {
+        if path.is_empty() {
+            continue;
+        }
+        let (cas, p) = (cas.clone(), path.clone());
+        reloader.watch(
+            kind,
+            vec![path.clone()],
+            Box::new(move || cas.reload(front_proxy, &p)),
+        );
+    }
+}
+
 /// Build the server. Every error is a configuration problem (exit status 2)
 /// whose message names the key or flag.
 pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
+    config.validate_client_certificates()?;
     let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.
     let serving = if config.server.tls_cert.is_empty() {
@@ -151,6 +177,17 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         &config.upstream.client_cert,
         &config.upstream.client_key,
     )
+    .map_err(ConfigError)?;
+    let client_cas = (!config.server.client_ca_file.is_empty()
+        || !config.server.requestheader_client_ca_file.is_empty())
+    .then(|| {
+        ClientCas::load(
+            &config.server.client_ca_file,
+            &config.server.requestheader_client_ca_file,
+            &config.server.requestheader_allowed_names,
+        )
+    })
+    .transpose()
     .map_err(ConfigError)?;
     check_listen("server.listen", "--listen", listen)?;
     check_listen("server.admin", "--admin", admin_addr)?;
@@ -190,8 +227,20 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
             "http"
         }
         Some(cert) => {
-            let mut tls = pingora::listeners::tls::TlsSettings::intermediate("", "")
-                .map_err(|e| ConfigError(format!("server.tls_cert/tls_key: {e}")))?;
+            use pingora::listeners::tls::TlsSettings;
+            let mut tls = match &client_cas {
+                // Ask for a client certificate; record what it proves after the handshake.
+                Some(cas) => {
+                    let mut tls =
+                        TlsSettings::with_callbacks(Box::new(PeerCertCallback(cas.clone())));
+                    if let Ok(t) = &mut tls {
+                        t.set_client_cert_verifier(cas.clone());
+                    }
+                    tls
+                }
+                None => TlsSettings::intermediate("", ""),
+            }
+            .map_err(|e| ConfigError(format!("server.tls_cert/tls_key: {e}")))?;
             tls.set_cert_resolver(cert.clone());
             tls.enable_h2();
             proxy.add_tls_with_settings(&config.server.listen, None, tls);
@@ -206,7 +255,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
             config.upstream.client_key.clone(),
         )
     });
-    let reloader = Reloader::new(
+    let mut reloader = Reloader::new(
         serving.map(|c| {
             (
                 c,
@@ -218,6 +267,9 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         &config.upstream.ca_file,
         client,
     );
+    if let Some(cas) = &client_cas {
+        watch_client_cas(&mut reloader, cas, &config);
+    }
     server.add_service(proxy);
     server.add_service(admin_service);
     server.add_service(background_service(

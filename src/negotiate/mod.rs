@@ -17,12 +17,15 @@
 //! - [`encoding`]: whether a transcoded response is gzipped, as the apiserver does it.
 //! - [`response`]: what to do with the upstream's response head (transcode, pass
 //!   through, replay after a 415), what it teaches, and the format label.
+//! - [`identity`]: who the request is (client certificate, trusted front proxy, nobody)
+//!   and which identity headers are removed from or added to the upstream request.
 
 pub mod auto;
 pub mod byte_fields;
 pub mod encoding;
 mod go_float;
 mod go_sort;
+pub mod identity;
 pub mod local;
 pub mod media;
 pub mod plan;

@@ -11,13 +11,15 @@
 //! - [`capabilities`]: what `auto` mode has learned;
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
 //! - [`buffers`]: response chunk buffers, reused;
-//! - [`body`]: the codec driven over one body.
+//! - [`body`]: the codec driven over one body;
+//! - [`identity`]: who the request is, and its identity headers upstream.
 //!
 //! Admission is [`crate::admission`].
 
 pub mod body;
 pub mod buffers;
 pub mod capabilities;
+pub mod identity;
 pub mod local_reply;
 pub mod replay;
 pub mod request_log;
@@ -54,6 +56,7 @@ pub struct Gate {
     /// What request bodies read whole may hold in memory, over all requests.
     budget: Arc<BodyBudget>,
     codecs: CodecSettings,
+    identity_headers: crate::negotiate::identity::HeaderNames,
 }
 
 /// Join every value of a header with ", " (RFC 9110 list semantics).
@@ -110,6 +113,7 @@ impl Gate {
             },
         };
         Gate {
+            identity_headers: config.identity_headers(),
             config,
             upstream,
             mode,
@@ -235,8 +239,12 @@ impl ProxyHttp for Gate {
     }
 
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
+        ex.identity = Some(identity::decide(session, &self.identity_headers));
         let (p, head_bytes, declared_len) = self.plan(session);
         let limits = self.codecs.request;
+        if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
+            return self.reply(session, ex, p, &r, false).await;
+        }
         if let Some(r) = p.head_refusal(head_bytes, limits) {
             return self.reply(session, ex, p, &r, false).await;
         }
@@ -273,10 +281,11 @@ impl ProxyHttp for Gate {
     ) -> Result<Box<HttpPeer>> {
         let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
         let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1());
+        let cert = ex.identity.as_ref().is_some_and(|id| id.upstream_cert);
         ex.upstream_started = Some(Instant::now());
         match self.upstream.resolver.resolve().await {
             Ok(addr) => {
-                let mut peer = self.upstream.peer(addr, long_running);
+                let mut peer = self.upstream.peer(addr, long_running, cert);
                 self.upstream.choose_http_version(&mut peer, http1_only);
                 Ok(peer)
             }
@@ -295,6 +304,7 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.rewrite_upstream_request(req)?;
+        identity::apply(ex.identity.as_ref(), req)?;
         self.upstream.rewrite_host(req)
     }
 

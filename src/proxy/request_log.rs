@@ -95,6 +95,10 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     let error = e
         .filter(|e| !matches!(e.etype(), ErrorType::HTTPStatus(_)))
         .map(|e| e.etype().as_str());
+    let (auth, user) = match &ex.identity {
+        Some(id) => (id.method.as_str(), id.user.as_deref()),
+        None => ("none", None),
+    };
     tracing::info!(
         target: "cborgate::proxy",
         method = %req.method,
@@ -108,6 +112,8 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
         total_ms = ms(elapsed),
         client = session.client_addr().map(tracing::field::display),
         user_agent = user_agent.as_deref(),
+        auth,
+        user,
         error,
         reason = ex.reason.as_deref(),
         "request"

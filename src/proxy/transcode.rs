@@ -13,6 +13,7 @@ use crate::budget::{BodyBudget, Charge};
 use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::metrics::metrics;
 use crate::negotiate::local::Reply;
+use crate::negotiate::identity::Identity;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
 };
@@ -78,6 +79,8 @@ pub struct Exchange {
     pub upgrade: Option<&'static str>,
     /// The status the client got (0: none yet).
     pub status: u16,
+    /// Who the request is, and its identity headers upstream (decided first thing).
+    pub identity: Option<Identity>,
 }
 
 /// Drop the headers that described the body before it was transcoded.
@@ -135,6 +138,7 @@ impl Default for Exchange {
             watch_counted: false,
             upgrade: None,
             status: 0,
+            identity: None,
         }
     }
 }

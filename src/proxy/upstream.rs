@@ -224,8 +224,9 @@ impl Upstream {
     }
 
     /// A peer for one request to `addr`. Long-running requests (watches,
-    /// upgrades, followed logs) get no read timeout at all.
-    pub fn peer(&self, addr: SocketAddr, long_running: bool) -> Box<HttpPeer> {
+    /// upgrades, followed logs) get no read timeout at all. `client_cert`: present
+    /// the upstream client certificate (pooled connections are kept apart by it).
+    pub fn peer(&self, addr: SocketAddr, long_running: bool, client_cert: bool) -> Box<HttpPeer> {
         let mut peer = HttpPeer::new(addr, self.url.tls, self.url.host.clone());
         peer.options.connection_timeout = Some(self.connect_timeout);
         peer.options.read_timeout = if long_running {
@@ -233,7 +234,7 @@ impl Upstream {
         } else {
             Some(self.header_timeout)
         };
-        peer.client_cert_key = self.tls.client();
+        peer.client_cert_key = self.tls.client().filter(|_| client_cert);
         peer.options.ca = self.tls.ca();
         // Pooled connections are reused only with the credentials they were made with.
         peer.group_key = self.tls.generation();
@@ -288,7 +289,7 @@ impl Upstream {
     pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
         let attempt = async {
             let addr = self.resolver.resolve().await?;
-            let mut peer = self.peer(addr, false);
+            let mut peer = self.peer(addr, false, true);
             self.choose_http_version(&mut peer, false);
             let (mut session, _) = connector
                 .get_http_session(&*peer)

@@ -1,6 +1,6 @@
 //! End to end through the real `cborgate` binary, one test binary (each test
 //! binary links pingora; one link instead of nine): the modes (`legacy`, `auto`,
-//! `upgrade`), the client-go scenario, faults, limits, logs, streams and TLS.
+//! `upgrade`), the client-go scenario, faults, identity, limits, logs, streams and TLS.
 //! Each module in `tests/proxy/` says what it covers. The load test stays a
 //! binary of its own (`tests/proxy_load.rs`): its latency and RSS bounds want the
 //! machine to itself.
@@ -12,6 +12,7 @@ mod auto;
 mod bodies;
 mod client_scenario;
 mod faults;
+mod identity;
 mod legacy;
 mod limits;
 mod logs;

@@ -335,7 +335,7 @@ fn trusting(cas: &[&CertificateDer<'static>]) -> Arc<rustls::ClientConfig> {
     )
 }
 
-type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+pub(crate) type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
 async fn tls_connect(addr: std::net::SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> Tls {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -343,6 +343,24 @@ async fn tls_connect(addr: std::net::SocketAddr, cfg: &Arc<rustls::ClientConfig>
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap()
+}
+
+/// A watch on `demo` configmaps opened before a reload still delivers an event made
+/// after it (within 10 s).
+pub(crate) async fn watch_survives(h: &Harness, watch: &mut Tls) {
+    use tokio::io::AsyncReadExt;
+    h.standin().emit_configmaps("demo", 1);
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while !String::from_utf8_lossy(&seen).contains("emit-") {
+            let n = watch.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the watch ended");
+            seen.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("the open watch survived the reload");
 }
 
 /// The certificate a new TLS connection to `addr` is served.
@@ -419,20 +437,7 @@ fn the_serving_certificate_reloads_from_a_secret_volume_and_on_sighup() {
         rt.block_on(served(h.proxy, &cfg)) == v2.server.0
     });
     // The watch opened before the swap still delivers events.
-    h.standin().emit_configmaps("demo", 1);
-    rt.block_on(async {
-        let mut seen = Vec::new();
-        let mut buf = vec![0u8; 65536];
-        tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            while !String::from_utf8_lossy(&seen).contains("emit-") {
-                let n = watch.read(&mut buf).await.unwrap();
-                assert!(n > 0, "the watch ended");
-                seen.extend_from_slice(&buf[..n]);
-            }
-        })
-        .await
-        .expect("the open watch survived the reload");
-    });
+    rt.block_on(watch_survives(&h, &mut watch));
     let reloads = |h: &Harness| {
         h.metric(
             "cborgate_reloads_total",

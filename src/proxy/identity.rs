@@ -1,0 +1,42 @@
+//! Identity through the proxy: carries out [`crate::negotiate::identity`] for one
+//! request. Reads what the client's certificate proved from the connection's TLS
+//! digest (`client_cert`), counts the decision in `cborgate_authentications_total`,
+//! and applies its header edits to the upstream request head (every attempt: the 415
+//! replay rewrites the head again from the client's).
+
+use crate::client_cert::peer_cert;
+use crate::metrics::metrics;
+use crate::negotiate::identity::{identify, HeaderNames, Identity};
+use pingora::http::RequestHeader;
+use pingora::proxy::Session;
+use pingora::{Error, ErrorType, Result};
+
+/// Decide who the request is, and count it.
+pub fn decide(session: &Session, names: &HeaderNames) -> Identity {
+    let peer = peer_cert(session.digest());
+    let req = session.req_header();
+    let headers = || req.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let id = identify(peer, names, headers);
+    let (method, result) = id.counted;
+    metrics()
+        .authentications_total
+        .with_label_values(&[method.as_str(), result])
+        .inc();
+    id
+}
+
+/// Remove and add the identity headers on the upstream request. A request with no
+/// decision never goes upstream.
+pub fn apply(identity: Option<&Identity>, req: &mut RequestHeader) -> Result<()> {
+    let Some(id) = identity else {
+        return Error::e_explain(ErrorType::InternalError, "no identity decided");
+    };
+    // The added names go too: the head may be rewritten more than once (a replay).
+    for name in id.remove.iter().chain(id.add.iter().map(|(n, _)| n)) {
+        req.remove_header(name.as_str());
+    }
+    for (name, value) in &id.add {
+        req.append_header(name.clone(), value.as_str())?;
+    }
+    Ok(())
+}
