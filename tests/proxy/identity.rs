@@ -606,7 +606,8 @@ fn with_nothing_configured_spoofed_identity_headers_never_pass_in_any_mode() {
         let mut headers = SPOOF.to_vec();
         headers.push(("Accept", "application/json"));
         headers.push(("Authorization", "Bearer tok-2"));
-        headers.push(("Impersonate-User", "carol"));
+        // The stand-in lets only system:admin be impersonated (anyone else gets its 403).
+        headers.push(("Impersonate-User", "system:admin"));
         let r = crate::support::http::once(
             h.proxy,
             "GET",
@@ -637,7 +638,7 @@ fn with_nothing_configured_spoofed_identity_headers_never_pass_in_any_mode() {
             .find(|r| r.path.contains("demo-config"))
             .expect("the GET reached the stand-in");
         assert_eq!(get.header("authorization"), Some("Bearer tok-2"), "{mode}");
-        assert_eq!(get.header("impersonate-user"), Some("carol"), "{mode}");
+        assert_eq!(get.header("impersonate-user"), Some("system:admin"), "{mode}");
         assert!(
             reqs.iter().any(|r| r.path.contains("/exec")),
             "{mode}: the upgrade"
