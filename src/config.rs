@@ -71,6 +71,13 @@ pub struct ServerConfig {
     pub request_read_timeout_seconds: u64,
     /// Seconds an idle keep-alive client connection is kept between requests (0 = forever).
     pub idle_timeout_seconds: u64,
+    /// Longest time, in seconds, a whole request head may take to arrive (Go's
+    /// `ReadHeaderTimeout`; kube-apiserver's is 32 s), counted from the connection's
+    /// accept for its first request and from the first byte for the next ones.
+    pub request_head_timeout_seconds: u64,
+    /// Client connections open at once; more are closed as soon as they are accepted.
+    /// 0 = derived from the open-file limit (`connections::limit_from_fds`).
+    pub max_connections: usize,
     /// Largest request head (request line and headers) accepted, in bytes (431 beyond).
     pub max_header_bytes: usize,
     /// Short requests served at once (429 beyond; 0 = no limit).
@@ -94,6 +101,8 @@ impl Default for ServerConfig {
             grace_period_seconds: 30,
             shutdown_delay_seconds: 0,
             idle_timeout_seconds: 90,
+            request_head_timeout_seconds: 32,
+            max_connections: 0,
             request_read_timeout_seconds: 60,
             max_header_bytes: MAX_HEADER_BYTES,
             max_requests_inflight: 400,
@@ -328,6 +337,11 @@ impl Config {
                 "server.request_read_timeout_seconds: must be at least 1".into(),
             ));
         }
+        if self.server.request_head_timeout_seconds == 0 {
+            return Err(ConfigError(
+                "server.request_head_timeout_seconds: must be at least 1".into(),
+            ));
+        }
         if self.server.threads == 0 {
             return Err(ConfigError("server.threads: must be at least 1".into()));
         }
@@ -337,6 +351,16 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The limit on client connections: `server.max_connections`, or when that is 0 what
+    /// the open-file limit `nofile` leaves (`connections::limit_from_fds`; no limit
+    /// known: 1,024 assumed).
+    pub fn connection_limit(&self, nofile: Option<u64>) -> usize {
+        match self.server.max_connections {
+            0 => crate::connections::limit_from_fds(nofile.unwrap_or(1024)),
+            n => n,
+        }
     }
 
     /// `server.listen` and `server.admin` as socket addresses; an error names the key.

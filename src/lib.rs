@@ -4,7 +4,9 @@
 //! - [`codec`]: sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire rules.
 //! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
 //! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it and
-//!   [`accept`] runs each connection (the request read timeout).
+//!   [`accept`] runs each connection (the request read timeout), within the limits of
+//!   [`connections`] (how many, the head deadline); [`memory`] hands freed memory back
+//!   after bursts.
 //! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
 //! - [`tools`], [`cli`], `demo` (feature `demo`, on by default): the commands.
 //!   `demo` runs the kube-apiserver stand-in of the workspace crate
@@ -16,9 +18,11 @@ pub mod admission;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod connections;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod logs;
+pub mod memory;
 pub mod metrics;
 pub mod negotiate;
 pub mod proxy;
