@@ -41,31 +41,6 @@ pub fn limit_from_fds(nofile: u64) -> usize {
     (nofile.saturating_sub(FD_RESERVE) / 2).max(1) as usize
 }
 
-/// Raise the soft limit on open files to the hard limit, as Go's runtime does, and
-/// return the soft limit then in force (`None` if it cannot be read).
-pub fn raise_fd_limit() -> Option<u64> {
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed in.
-    unsafe {
-        let mut l = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
-            return None;
-        }
-        if l.rlim_cur < l.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: l.rlim_max,
-                rlim_max: l.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                l = raised;
-            }
-        }
-        Some(l.rlim_cur as u64)
-    }
-}
-
 /// The counters shared by the accept loop, the proxy and the drain.
 #[derive(Debug)]
 pub struct Connections {

@@ -29,4 +29,5 @@ pub mod proxy;
 pub mod reload;
 pub mod server;
 pub mod status;
+pub mod sys;
 pub mod tools;

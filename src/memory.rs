@@ -44,20 +44,14 @@ impl BackgroundService for Trimmer {
             peak = peak.max(self.0.take_peak()).max(open);
             if burst_ended(peak, open) {
                 peak = open;
-                if tokio::task::spawn_blocking(trim).await.is_ok() {
+                if tokio::task::spawn_blocking(crate::sys::malloc_trim)
+                    .await
+                    .is_ok()
+                {
                     metrics().memory_trims_total.inc();
                 }
             }
         }
-    }
-}
-
-/// Hand free pages in every malloc arena back to the operating system.
-fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks malloc's own free lists, under malloc's locks.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

@@ -10,6 +10,7 @@ mod support;
 
 mod auto;
 mod client_scenario;
+mod connections;
 mod faults;
 mod legacy;
 mod limits;
