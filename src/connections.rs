@@ -310,3 +310,32 @@ impl Peek for Conn {
         self.inner.try_peek(buf).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_derived_limit_leaves_room_for_upstream_connections_and_the_rest() {
+        assert_eq!(limit_from_fds(1024), 384);
+        assert_eq!(limit_from_fds(65536), 32640);
+        assert_eq!(limit_from_fds(100), 1, "at least one");
+    }
+
+    #[test]
+    fn places_are_refused_over_the_limit_and_come_back_when_dropped() {
+        let c = Connections::new(2, Duration::from_secs(1));
+        let a = c.admit().unwrap();
+        let b = c.admit().unwrap();
+        assert!(c.admit().is_none());
+        assert_eq!(c.open(), 2, "a refused connection holds nothing");
+        assert_eq!(c.take_peak(), 2);
+        drop(a);
+        assert_eq!(c.open(), 1);
+        assert_eq!(c.take_peak(), 2, "the peak since the last look");
+        assert_eq!(c.take_peak(), 1);
+        let d = c.admit().unwrap();
+        drop((b, d));
+        assert_eq!(c.open(), 0);
+    }
+}
