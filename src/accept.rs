@@ -2,7 +2,16 @@
 //! own `ServerApp`, so that every HTTP/1 session starts with
 //! `server.request_read_timeout_seconds` instead of pingora's fixed 60 s, both as
 //! its read timeout (request bodies) and, on a new connection, as the wait for
-//! the first request head. Everything else is handed to pingora unchanged.
+//! the first request head. Each connection first takes a place among
+//! `server.max_connections` (or is closed at once), and its HTTP/1 stream is a
+//! `connections::Conn`, which enforces the request head deadline. HTTP/1 sessions
+//! have pingora's pipelining turned on: requests a client sends before it has read
+//! the previous answer are answered in order on the same connection, instead of
+//! being dropped with the connection. Everything else is handed to pingora unchanged.
+//!
+//! On SIGTERM, connections waiting for or reading a request head are not cut off
+//! (pingora's `http_cleanup` would end them at once): a request that still arrives
+//! is served and answered with `Connection: close` until the drain ends the process.
 //!
 //! pingora-core 0.9.1 hard-codes both 60 s values: `HttpSession::new` in
 //! `src/protocols/http/v1/server.rs` line 189 (`read_timeout`) and the blanket
@@ -12,6 +21,7 @@
 //! this is that loop for HTTP/1, the same steps as `src/apps/mod.rs` lines 346-367
 //! plus the two timeouts.
 
+use crate::connections::{Conn, Connections};
 use async_trait::async_trait;
 use pingora::apps::{HttpServerApp, ServerApp};
 use pingora::protocols::http::ServerSession;
@@ -25,21 +35,29 @@ use std::time::Duration;
 pub struct ReadTimeout<SV> {
     proxy: Arc<HttpProxy<SV>>,
     read_timeout_secs: u64,
+    connections: Arc<Connections>,
 }
 
 impl<SV> ReadTimeout<SV> {
     /// `read_timeout_secs` is `server.request_read_timeout_seconds` (at least 1:
     /// `Config::validate`; 0 would mean "no timeout" to pingora's keep-alive).
-    pub fn new(proxy: HttpProxy<SV>, read_timeout_secs: u64) -> Self {
+    pub fn new(
+        proxy: HttpProxy<SV>,
+        read_timeout_secs: u64,
+        connections: Arc<Connections>,
+    ) -> Self {
         ReadTimeout {
             proxy: Arc::new(proxy),
             read_timeout_secs,
+            connections,
         }
     }
 
-    /// What `HttpSession::new` would have set had its 60 s been this value.
+    /// What `HttpSession::new` would have set had its 60 s been this value, and
+    /// pipelining on.
     fn start(&self, session: &mut ServerSession) {
         session.set_read_timeout(Some(Duration::from_secs(self.read_timeout_secs)));
+        session.set_pipelining_enabled(true);
     }
 }
 
@@ -54,6 +72,8 @@ where
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
+        // Over the limit: dropping the stream closes it.
+        let held = self.connections.admit()?;
         // pingora's own choice of protocol (`src/apps/mod.rs` lines 270-299, 343):
         // h2 (ALPN or, in plain text, h2c), or a custom protocol, is pingora's
         // business; with no server options (cborgate sets none) h2c and
@@ -69,11 +89,14 @@ where
                 Some(ALPN::H2 | ALPN::Custom(_))
             )
         {
-            return ServerApp::process_new(&self.proxy, stream, shutdown).await;
+            let reused = ServerApp::process_new(&self.proxy, stream, shutdown).await;
+            drop(held);
+            return reused;
         }
 
         // `src/apps/mod.rs` lines 346-367, with our timeouts.
-        let mut session = ServerSession::new_http1(stream);
+        let conn = self.connections.wrap(stream, held);
+        let mut session = ServerSession::new_http1(Box::new(conn));
         self.start(&mut session);
         if *shutdown.borrow() {
             // stop downstream from reusing if this service is shutting down soon
@@ -85,6 +108,9 @@ where
 
         let mut result = self.proxy.process_new_http(session, shutdown).await;
         while let Some((stream, persistent_settings)) = result.map(|r| r.consume()) {
+            if let Some(conn) = Conn::of(&stream) {
+                conn.next_request();
+            }
             let mut session = ServerSession::new_http1(stream);
             self.start(&mut session);
             if let Some(persistent_settings) = persistent_settings {
@@ -95,9 +121,10 @@ where
         None
     }
 
-    async fn cleanup(&self) {
-        // What the blanket impl's `cleanup` does (`src/apps/mod.rs` lines 373-375):
-        // wake keep-alive sessions waiting for a next request so shutdown is quick.
-        self.proxy.http_cleanup().await;
-    }
+    // No `cleanup`: the blanket impl's (`src/apps/mod.rs` lines 373-375) calls
+    // `http_cleanup`, which ends every session waiting for or reading a request head
+    // when the listener stops, so a request still arriving after SIGTERM met EOF while
+    // the process lived on. Those sessions now read their request and are answered
+    // with `Connection: close` (`shutdown` is set); the drain (src/server.rs) waits for
+    // heads that have begun to arrive, and the process's exit ends the idle ones.
 }

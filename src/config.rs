@@ -86,6 +86,13 @@ pub struct ServerConfig {
     pub request_read_timeout_seconds: u64,
     /// Seconds an idle keep-alive client connection is kept between requests (0 = forever).
     pub idle_timeout_seconds: u64,
+    /// Longest time, in seconds, a whole request head may take to arrive (Go's
+    /// `ReadHeaderTimeout`; kube-apiserver's is 32 s), counted from the connection's
+    /// accept for its first request and from the first byte for the next ones.
+    pub request_head_timeout_seconds: u64,
+    /// Client connections open at once; more are closed as soon as they are accepted.
+    /// 0 = derived from the open-file limit (`connections::limit_from_fds`).
+    pub max_connections: usize,
     /// Largest request head (request line and headers) accepted, in bytes (431 beyond).
     pub max_header_bytes: usize,
     /// Short requests served at once (429 beyond; 0 = no limit).
@@ -129,6 +136,8 @@ impl Default for ServerConfig {
             grace_period_seconds: 30,
             shutdown_delay_seconds: 0,
             idle_timeout_seconds: 90,
+            request_head_timeout_seconds: 32,
+            max_connections: 0,
             request_read_timeout_seconds: 60,
             max_header_bytes: MAX_HEADER_BYTES,
             max_requests_inflight: 400,
@@ -394,6 +403,11 @@ impl Config {
                 "upstream.max_request_body_bytes: must be at least 1".into(),
             ));
         }
+        if self.server.request_head_timeout_seconds == 0 {
+            return Err(ConfigError(
+                "server.request_head_timeout_seconds: must be at least 1".into(),
+            ));
+        }
         if self.server.threads == 0 {
             return Err(ConfigError("server.threads: must be at least 1".into()));
         }
@@ -487,6 +501,16 @@ impl Config {
             user: self.server.requestheader_username_headers.clone(),
             group: self.server.requestheader_group_headers.clone(),
             extra_prefix: self.server.requestheader_extra_headers_prefix.clone(),
+        }
+    }
+
+    /// The limit on client connections: `server.max_connections`, or when that is 0 what
+    /// the open-file limit `nofile` leaves (`connections::limit_from_fds`; no limit
+    /// known: 1,024 assumed).
+    pub fn connection_limit(&self, nofile: Option<u64>) -> usize {
+        match self.server.max_connections {
+            0 => crate::connections::limit_from_fds(nofile.unwrap_or(1024)),
+            n => n,
         }
     }
 

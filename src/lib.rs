@@ -4,7 +4,9 @@
 //! - [`codec`]: sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire rules.
 //! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
 //! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it and
-//!   [`accept`] runs each connection (the request read timeout).
+//!   [`accept`] runs each connection (the request read timeout), within the limits of
+//!   [`connections`] (how many, the head deadline); [`memory`] hands freed memory back
+//!   after bursts.
 //! - [`client_cert`]: client certificates on the TLS listener, and what they prove.
 //! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
 //! - [`tools`], [`cli`], `demo` (feature `demo`, on by default): the commands.
@@ -19,13 +21,16 @@ pub mod cli;
 pub mod client_cert;
 pub mod codec;
 pub mod config;
+pub mod connections;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod logs;
+pub mod memory;
 pub mod metrics;
 pub mod negotiate;
 pub mod proxy;
 pub mod reload;
 pub mod server;
 pub mod status;
+pub mod sys;
 pub mod tools;

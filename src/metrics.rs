@@ -46,6 +46,11 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_authentications_total",
     "cborgate_panics_total",
     "cborgate_request_body_buffered_bytes",
+    "cborgate_connections_open",
+    "cborgate_connections_limit",
+    "cborgate_connections_refused_total",
+    "cborgate_request_head_timeouts_total",
+    "cborgate_memory_trims_total",
 ];
 
 pub struct Metrics {
@@ -77,6 +82,11 @@ pub struct Metrics {
     /// Request body bytes held in memory (`crate::budget`), against
     /// `server.max_buffered_body_bytes`.
     pub request_body_buffered_bytes: IntGauge,
+    pub connections_open: IntGauge,
+    pub connections_limit: IntGauge,
+    pub connections_refused_total: IntCounter,
+    pub request_head_timeouts_total: IntCounter,
+    pub memory_trims_total: IntCounter,
 }
 
 /// The `file` label values of `cborgate_reloads_total`.
@@ -209,6 +219,21 @@ impl Metrics {
             request_body_buffered_bytes: family!("gauge", "cborgate_request_body_buffered_bytes",
                 "Request body bytes held in memory while bodies are read whole and transcoded before they go upstream (limit: server.max_buffered_body_bytes).",
                 gauge),
+            connections_open: family!("gauge", "cborgate_connections_open",
+                "Client connections open on the proxy port (server.max_connections is the limit).",
+                gauge),
+            connections_limit: family!("gauge", "cborgate_connections_limit",
+                "The limit on client connections in force (server.max_connections, or what the file-descriptor limit allows).",
+                gauge),
+            connections_refused_total: family!("counter", "cborgate_connections_refused_total",
+                "Client connections closed as soon as they were accepted because server.max_connections were open.",
+                count),
+            request_head_timeouts_total: family!("counter", "cborgate_request_head_timeouts_total",
+                "Client connections closed because a request head was not complete within server.request_head_timeout_seconds.",
+                count),
+            memory_trims_total: family!("counter", "cborgate_memory_trims_total",
+                "Times freed memory was handed back to the operating system after a burst of connections ended.",
+                count),
             registry,
             families,
         };

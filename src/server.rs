@@ -14,10 +14,13 @@ use crate::admission::Admission;
 use crate::budget::BodyBudget;
 use crate::client_cert::{ClientCas, PeerCertCallback};
 use crate::config::{Config, ConfigError, UpstreamUrl};
+use crate::connections::Connections;
 use crate::proxy::upstream::{ReadinessProbe, Upstream};
 use crate::proxy::Gate;
 use crate::reload::{Kind, Reloader, ServingCert, UpstreamTls};
+use crate::sys::raise_fd_limit;
 use async_trait::async_trait;
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -59,6 +62,7 @@ impl DrainTimes {
 struct Drain {
     times: DrainTimes,
     admission: Arc<Admission>,
+    connections: Arc<Connections>,
 }
 
 #[async_trait]
@@ -89,9 +93,12 @@ impl ShutdownSignalWatch for Drain {
         }
         tracing::info!(grace_seconds = grace.as_secs(), "SIGTERM: draining");
         let admission = self.admission.clone();
+        let connections = self.connections.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            while admission.short_in_flight() > 0 && started.elapsed() < grace {
+            // A request whose head has begun to arrive is waited for like one in flight.
+            let busy = || admission.short_in_flight() + connections.heads_arriving() > 0;
+            while busy() && started.elapsed() < grace {
                 std::thread::sleep(Duration::from_millis(25));
             }
             tracing::info!(in_flight = admission.short_in_flight(), "drained; exiting");
@@ -118,6 +125,7 @@ impl BackgroundService for Reloading {
 pub struct Built {
     server: Server,
     admission: Arc<Admission>,
+    connections: Arc<Connections>,
     drain: DrainTimes,
     listen: SocketAddr,
     admin: SocketAddr,
@@ -204,6 +212,10 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     server.bootstrap();
 
     let admission = Admission::new();
+    let connections = Connections::new(
+        config.connection_limit(raise_fd_limit()),
+        Duration::from_secs(config.server.request_head_timeout_seconds),
+    );
     let upstream = Arc::new(Upstream::new(&config, upstream_tls.clone())?);
     let budget = BodyBudget::new(config.server.max_buffered_body_bytes);
     let gate = Gate::new(config.clone(), upstream.clone(), admission.clone(), budget);
@@ -219,11 +231,19 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         ReadTimeout::new(
             pingora::proxy::http_proxy(&server.configuration, gate),
             config.server.request_read_timeout_seconds,
+            connections.clone(),
         ),
     );
+    // No L4 read buffer (pingora's default is 64 KiB per connection, zeroed when the
+    // connection is accepted): pingora's HTTP/1 session reads the head and the body into
+    // buffers of its own, so an idle connection then costs a few KiB instead of 64.
+    let endpoint = || {
+        ListenerConfig::tcp(config.server.listen.clone())
+            .l4_buffer(L4BufferSettings::default().read(0))
+    };
     let scheme = match &serving {
         None => {
-            proxy.add_tcp(&config.server.listen);
+            proxy.add_listener(endpoint());
             "http"
         }
         Some(cert) => {
@@ -243,7 +263,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
             .map_err(|e| ConfigError(format!("server.tls_cert/tls_key: {e}")))?;
             tls.set_cert_resolver(cert.clone());
             tls.enable_h2();
-            proxy.add_tls_with_settings(&config.server.listen, None, tls);
+            proxy.add_listener(endpoint().tls(tls));
             "https"
         }
     };
@@ -277,6 +297,10 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         ReadinessProbe(upstream.clone()),
     ));
     server.add_service(background_service(
+        "memory trim",
+        crate::memory::Trimmer(connections.clone()),
+    ));
+    server.add_service(background_service(
         "certificate reload",
         Reloading(Mutex::new(Some(reloader))),
     ));
@@ -297,6 +321,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     Ok(Built {
         server,
         admission,
+        connections,
         drain: DrainTimes::of(&config),
         listen,
         admin: admin_addr,
@@ -373,6 +398,7 @@ pub fn run(built: Built) -> ! {
         shutdown_signal: Box::new(Drain {
             times: built.drain,
             admission: built.admission,
+            connections: built.connections,
         }),
     });
     std::process::exit(0)

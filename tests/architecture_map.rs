@@ -49,11 +49,12 @@ fn the_code_map_matches_src() {
 }
 
 /// `unsafe` code lives only where ARCHITECTURE.md's invariants say: the
-/// codec's fixed-size output copies and its SSE2 scanner. Each block there
+/// codec's fixed-size output copies and its SSE2 scanner, and the process's calls into
+/// the C library (`src/sys.rs`). Each block there
 /// carries a `SAFETY:` argument.
 #[test]
 fn unsafe_code_is_confined() {
-    const ALLOWED: [&str; 2] = ["src/codec/buf.rs", "src/codec/utf8.rs"];
+    const ALLOWED: [&str; 3] = ["src/codec/buf.rs", "src/codec/utf8.rs", "src/sys.rs"];
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut present = BTreeSet::new();
     files(&root.join("src"), &mut present);

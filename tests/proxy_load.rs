@@ -18,7 +18,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::harness::{config_file, eventually_async, poll_async, rss_kib, wait_exit, Harness};
+use support::harness::{
+    config_file, eventually, eventually_async, poll_async, rss_kib, wait_exit, Harness,
+};
 use support::http::{header, AsyncConn as Client, Head};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -716,4 +718,76 @@ fn concurrent_bodies_that_grow_as_json_stay_in_bounded_memory() {
     }));
     let after = rt.block_on(post_while_reading(h.proxy, bodies[2].clone()));
     assert_eq!(after, Ok((201, false)));
+}
+
+/// RSS of the proxy after each of three rounds of `n` idle CBOR watches opened together
+/// and then all closed (issue 20, acceptance 5), and the same for `n` keep-alive
+/// connections that make one GET each and then close. Memory must come back between
+/// rounds: RSS after round 3 within 25% of RSS after round 1. A round has ended when
+/// its connections are closed and the proxy has handed freed memory back
+/// (`cborgate_memory_trims_total` went up). Full size (the issue's 2,000):
+/// `CBORGATE_ROUND_CONNECTIONS=2000 cargo test --test proxy_load -- memory --nocapture`.
+#[test]
+fn memory_comes_back_between_rounds_of_watches_and_connections() {
+    let n = env_or("CBORGATE_ROUND_CONNECTIONS", 500) as usize;
+    let h = Harness::start("legacy", &[]);
+    let pid = h.child.id();
+    let rt = client_runtime();
+    let proxy = h.proxy;
+    let start = rss_kib(pid, "VmRSS:");
+    let watch = format!("{NS}?watch=1&timeoutSeconds=3600");
+    let mut rounds = Vec::new();
+    for (what, path) in [
+        ("watches", watch.as_str()),
+        (
+            "connections",
+            "/api/v1/namespaces/demo/configmaps/demo-config",
+        ),
+    ] {
+        let mut after = Vec::new();
+        for round in 1..=3 {
+            let trims = h.metric("cborgate_memory_trims_total", &[]);
+            let conns = rt.block_on(async {
+                let mut tasks = Vec::new();
+                for _ in 0..n {
+                    let path = path.to_string();
+                    tasks.push(tokio::spawn(async move {
+                        let mut c = Client::connect(proxy).await.unwrap();
+                        c.send("GET", &path, &[("Accept", "application/cbor")], None)
+                            .await
+                            .unwrap();
+                        let head = c.head().await.unwrap();
+                        // 429: more GETs at once than `max_requests_inflight`, an answer too.
+                        assert!(matches!(head.status, 200 | 429), "{}", head.status);
+                        c
+                    }));
+                }
+                let mut conns = Vec::new();
+                for t in tasks {
+                    conns.push(t.await.unwrap());
+                }
+                conns
+            });
+            let open = rss_kib(pid, "VmRSS:");
+            drop(conns);
+            h.wait_metric("cborgate_connections_open", &[], 0.0);
+            eventually(10, "freed memory handed back", || {
+                h.metric("cborgate_memory_trims_total", &[]) > trims
+            });
+            let rss = rss_kib(pid, "VmRSS:");
+            println!(
+                "{what} round {round}: {n} open {open} KiB, after {rss} KiB (start {start} KiB)"
+            );
+            after.push(rss);
+        }
+        rounds.push((what, after));
+    }
+    for (what, r) in rounds {
+        assert!(
+            r[2] as f64 <= r[0] as f64 * 1.25,
+            "{what}: RSS after round 3 {} KiB, after round 1 {} KiB",
+            r[2],
+            r[0]
+        );
+    }
 }

@@ -238,6 +238,12 @@ impl ProxyHttp for Gate {
         Exchange::default()
     }
 
+    /// The head is complete: its deadline (`server.request_head_timeout_seconds`) stops.
+    async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {
+        crate::connections::head_read(session.as_downstream());
+        Ok(())
+    }
+
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
         ex.identity = Some(identity::decide(session, &self.identity_headers));
         let (p, head_bytes, declared_len) = self.plan(session);

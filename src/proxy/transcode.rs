@@ -12,8 +12,8 @@ use crate::admission::Slot;
 use crate::budget::{BodyBudget, Charge};
 use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::metrics::metrics;
-use crate::negotiate::local::Reply;
 use crate::negotiate::identity::Identity;
+use crate::negotiate::local::Reply;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
 };

@@ -638,7 +638,11 @@ fn with_nothing_configured_spoofed_identity_headers_never_pass_in_any_mode() {
             .find(|r| r.path.contains("demo-config"))
             .expect("the GET reached the stand-in");
         assert_eq!(get.header("authorization"), Some("Bearer tok-2"), "{mode}");
-        assert_eq!(get.header("impersonate-user"), Some("system:admin"), "{mode}");
+        assert_eq!(
+            get.header("impersonate-user"),
+            Some("system:admin"),
+            "{mode}"
+        );
         assert!(
             reqs.iter().any(|r| r.path.contains("/exec")),
             "{mode}: the upgrade"

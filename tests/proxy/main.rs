@@ -11,6 +11,7 @@ mod support;
 mod auto;
 mod bodies;
 mod client_scenario;
+mod connections;
 mod faults;
 mod identity;
 mod legacy;

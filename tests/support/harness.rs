@@ -152,10 +152,23 @@ impl Harness {
 
     /// `cborgate serve` in front of any upstream URL (a fake upstream, or none).
     pub fn proxy_to(url: &str, mode: &str, extra: &[&str]) -> Harness {
+        Self::proxy_under(&[], url, mode, extra)
+    }
+
+    /// [`Harness::proxy_to`], with the binary started by a wrapper command that execs
+    /// it (`prlimit --nofile=1024:1024 --`), so the child's pid is still cborgate's.
+    pub fn proxy_under(wrapper: &[&str], url: &str, mode: &str, extra: &[&str]) -> Harness {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        Self::spawn(url, mode, extra, rt, &[], false)
+        let (program, mut before) = match wrapper.split_first() {
+            Some((program, rest)) => (Some(*program), rest.to_vec()),
+            None => (None, Vec::new()),
+        };
+        if program.is_some() {
+            before.push(env!("CARGO_BIN_EXE_cborgate"));
+        }
+        Self::spawn_with(program, &before, url, mode, extra, rt, &[], false)
     }
 
     fn spawn(
@@ -166,9 +179,24 @@ impl Harness {
         env: &[(&str, &str)],
         capture: bool,
     ) -> Harness {
+        Self::spawn_with(None, &[], url, mode, extra, rt, env, capture)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_with(
+        program: Option<&str>,
+        before: &[&str],
+        url: &str,
+        mode: &str,
+        extra: &[&str],
+        rt: tokio::runtime::Runtime,
+        env: &[(&str, &str)],
+        capture: bool,
+    ) -> Harness {
         let proxy = free_port();
         let admin = free_port();
-        let mut args = vec![
+        let mut args: Vec<String> = before.iter().map(|s| s.to_string()).collect();
+        args.extend([
             "serve".to_string(),
             "--listen".into(),
             proxy.to_string(),
@@ -178,9 +206,9 @@ impl Harness {
             url.to_string(),
             "--mode".into(),
             mode.into(),
-        ];
+        ]);
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cborgate"))
+        let mut child = Command::new(program.unwrap_or(env!("CARGO_BIN_EXE_cborgate")))
             .args(&args)
             .env(
                 "RUST_LOG",

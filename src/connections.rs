@@ -1,0 +1,341 @@
+//! Client connections on the way in: how many are open (`server.max_connections`, by
+//! default derived from the file-descriptor limit so that upstream connections and the
+//! admin listener always find a free descriptor), and the total deadline for each
+//! request head (`server.request_head_timeout_seconds`, Go's `ReadHeaderTimeout`).
+//!
+//! One [`Connections`] is made at start-up and passed to the accept loop
+//! (`src/accept.rs`), the proxy (which says when a head has been read) and the drain
+//! (which waits for heads that are still arriving). A connection over the limit is
+//! closed as soon as it is accepted: a fast refusal, never a hang in the backlog.
+//!
+//! The head deadline lives in [`Conn`], the wrapper around each HTTP/1 client stream:
+//! while a head is being read, a read past the deadline fails, and pingora closes the
+//! connection. The deadline of a connection's first head starts when it is accepted;
+//! on a kept-alive connection it starts with the first byte of the next head (the wait
+//! before it is the keep-alive timeout), as Go's server does.
+
+use crate::metrics::metrics;
+use pingora::protocols::{
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
+    UniqueIDType,
+};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// Descriptors kept back from client connections when the limit is derived: the
+/// listeners, the runtimes' own descriptors, log and certificate files, the admin
+/// listener's connections and pingora's pool of idle upstream connections (128).
+pub const FD_RESERVE: u64 = 256;
+
+/// `server.max_connections` when it is 0: what is left of the descriptor limit after
+/// [`FD_RESERVE`], halved because each client connection may hold an upstream
+/// connection too. At a 1,024 limit that is 384; at least 1.
+pub fn limit_from_fds(nofile: u64) -> usize {
+    (nofile.saturating_sub(FD_RESERVE) / 2).max(1) as usize
+}
+
+/// The counters shared by the accept loop, the proxy and the drain.
+#[derive(Debug)]
+pub struct Connections {
+    limit: usize,
+    head_timeout: Duration,
+    open: AtomicUsize,
+    /// Heads of which at least one byte has arrived and that are not complete yet.
+    heads: AtomicUsize,
+    /// The most connections open at once since [`Connections::take_peak`] last looked.
+    peak: AtomicUsize,
+}
+
+/// One admitted connection's place; dropping it gives the place back.
+#[derive(Debug)]
+pub struct Held(Arc<Connections>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        metrics().connections_open.dec();
+    }
+}
+
+impl Connections {
+    /// `limit` is at least 1 (`Config::connection_limit`), `head_timeout` at least 1 s.
+    pub fn new(limit: usize, head_timeout: Duration) -> Arc<Self> {
+        metrics().connections_limit.set(limit as i64);
+        Arc::new(Connections {
+            limit,
+            head_timeout,
+            open: AtomicUsize::new(0),
+            heads: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        })
+    }
+
+    /// Take a place for a new connection, or `None` when the limit is reached (counted;
+    /// the caller closes the connection).
+    pub fn admit(self: &Arc<Self>) -> Option<Held> {
+        let before = self.open.fetch_add(1, Ordering::AcqRel);
+        if before >= self.limit {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            metrics().connections_refused_total.inc();
+            return None;
+        }
+        self.peak.fetch_max(before + 1, Ordering::AcqRel);
+        metrics().connections_open.inc();
+        Some(Held(self.clone()))
+    }
+
+    /// The most connections open at once since the last call (for `memory::Trimmer`).
+    pub fn take_peak(&self) -> usize {
+        self.peak.swap(self.open(), Ordering::AcqRel)
+    }
+
+    /// Client connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Request heads partly arrived: the drain waits for them as for requests in flight.
+    pub fn heads_arriving(&self) -> usize {
+        self.heads.load(Ordering::Acquire)
+    }
+
+    /// Wrap an HTTP/1 client stream: its first head must be complete within the
+    /// head timeout from now.
+    pub fn wrap(self: &Arc<Self>, inner: Stream, held: Held) -> Conn {
+        Conn {
+            inner,
+            phase: AtomicU8::new(HEAD),
+            arriving: AtomicU8::new(0),
+            deadline: Box::pin(tokio::time::sleep(self.head_timeout)),
+            connections: self.clone(),
+            _held: held,
+        }
+    }
+}
+
+/// Waiting for the first byte of a next head (no deadline yet).
+const WAITING: u8 = 0;
+/// Reading a head: the deadline runs.
+const HEAD: u8 = 1;
+/// The head is complete: body and response, no deadline.
+const BODY: u8 = 2;
+
+/// An HTTP/1 client stream with the head deadline and its place among the open
+/// connections. Everything but reading is passed through.
+#[derive(Debug)]
+pub struct Conn {
+    inner: Stream,
+    phase: AtomicU8,
+    /// 1 while this connection counts in `Connections::heads`.
+    arriving: AtomicU8,
+    deadline: Pin<Box<Sleep>>,
+    connections: Arc<Connections>,
+    _held: Held,
+}
+
+impl Conn {
+    /// The head has been read (the proxy's first callback): no deadline until the next.
+    pub fn head_read(&self) {
+        self.phase.store(BODY, Ordering::Release);
+        self.stop_arriving();
+    }
+
+    /// The connection is kept alive for a next request: its deadline starts with the
+    /// first byte of that request's head.
+    pub fn next_request(&self) {
+        self.phase.store(WAITING, Ordering::Release);
+        self.stop_arriving();
+    }
+
+    fn stop_arriving(&self) {
+        if self.arriving.swap(0, Ordering::AcqRel) == 1 {
+            self.connections.heads.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn start_arriving(&self) {
+        if self.arriving.swap(1, Ordering::AcqRel) == 0 {
+            self.connections.heads.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The `Conn` inside a pingora session's stream, if it is one (HTTP/1 only).
+    pub fn of(stream: &Stream) -> Option<&Conn> {
+        stream.as_any().downcast_ref::<Conn>()
+    }
+}
+
+/// The head of this session's request is complete (the proxy's first callback): its
+/// deadline stops. Nothing for HTTP/2.
+pub fn head_read(session: &pingora::protocols::http::ServerSession) {
+    if let Some(conn) = session.stream().and_then(Conn::of) {
+        conn.head_read();
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.stop_arriving();
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let phase = this.phase.load(Ordering::Acquire);
+        if phase == HEAD && this.deadline.as_mut().poll(cx).is_ready() {
+            metrics().request_head_timeouts_total.inc();
+            this.phase.store(BODY, Ordering::Release);
+            this.stop_arriving();
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "request head deadline (server.request_head_timeout_seconds)",
+            )));
+        }
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            match phase {
+                WAITING => {
+                    let at = Instant::now() + this.connections.head_timeout;
+                    this.deadline.as_mut().reset(at);
+                    this.phase.store(HEAD, Ordering::Release);
+                    this.start_arriving();
+                }
+                HEAD => this.start_arriving(),
+                _ => {}
+            }
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[async_trait::async_trait]
+impl Shutdown for Conn {
+    async fn shutdown(&mut self) {
+        self.inner.shutdown().await
+    }
+}
+
+impl UniqueID for Conn {
+    fn id(&self) -> UniqueIDType {
+        self.inner.id()
+    }
+}
+
+impl Ssl for Conn {
+    fn get_ssl(&self) -> Option<&pingora::protocols::tls::TlsRef> {
+        self.inner.get_ssl()
+    }
+
+    fn get_ssl_digest(&self) -> Option<Arc<pingora::protocols::tls::SslDigest>> {
+        self.inner.get_ssl_digest()
+    }
+
+    fn selected_alpn_proto(&self) -> Option<pingora::protocols::ALPN> {
+        self.inner.selected_alpn_proto()
+    }
+}
+
+impl GetTimingDigest for Conn {
+    fn get_timing_digest(&self) -> Vec<Option<pingora::protocols::TimingDigest>> {
+        self.inner.get_timing_digest()
+    }
+
+    fn get_read_pending_time(&self) -> Duration {
+        self.inner.get_read_pending_time()
+    }
+
+    fn get_write_pending_time(&self) -> Duration {
+        self.inner.get_write_pending_time()
+    }
+}
+
+impl GetProxyDigest for Conn {
+    fn get_proxy_digest(&self) -> Option<Arc<pingora::protocols::raw_connect::ProxyDigest>> {
+        self.inner.get_proxy_digest()
+    }
+}
+
+impl GetSocketDigest for Conn {
+    fn get_socket_digest(&self) -> Option<Arc<pingora::protocols::SocketDigest>> {
+        self.inner.get_socket_digest()
+    }
+}
+
+#[async_trait::async_trait]
+impl Peek for Conn {
+    async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
+        self.inner.try_peek(buf).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_derived_limit_leaves_room_for_upstream_connections_and_the_rest() {
+        assert_eq!(limit_from_fds(1024), 384);
+        assert_eq!(limit_from_fds(65536), 32640);
+        assert_eq!(limit_from_fds(100), 1, "at least one");
+    }
+
+    #[test]
+    fn places_are_refused_over_the_limit_and_come_back_when_dropped() {
+        let c = Connections::new(2, Duration::from_secs(1));
+        let a = c.admit().unwrap();
+        let b = c.admit().unwrap();
+        assert!(c.admit().is_none());
+        assert_eq!(c.open(), 2, "a refused connection holds nothing");
+        assert_eq!(c.take_peak(), 2);
+        drop(a);
+        assert_eq!(c.open(), 1);
+        assert_eq!(c.take_peak(), 2, "the peak since the last look");
+        assert_eq!(c.take_peak(), 1);
+        let d = c.admit().unwrap();
+        drop((b, d));
+        assert_eq!(c.open(), 0);
+    }
+}
