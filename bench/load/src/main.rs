@@ -517,6 +517,7 @@ fn main() {
         event_bytes: event_bytes / 10_000,
         results,
         idle,
+        list_codec_time: codec_time(&list),
         errors,
     };
     std::fs::create_dir_all(&o.out).expect("create the output directory");
@@ -529,6 +530,27 @@ fn main() {
     if !report.errors.is_empty() {
         std::process::exit(1);
     }
+}
+
+/// The codec's own time for `json` (JSON → CBOR, the proxy's response settings), best
+/// of five in this process: what `cargo bench --bench codec` measures for the same body.
+fn codec_time(json: &[u8]) -> Duration {
+    use cborgate::codec::{JsonToCbor, JsonToCborOptions};
+    let mut out = Vec::with_capacity(json.len());
+    (0..5)
+        .map(|_| {
+            let mut t = JsonToCbor::new(JsonToCborOptions {
+                dedupe_keys: false,
+                ..Default::default()
+            });
+            out.clear();
+            let started = Instant::now();
+            t.feed(json, &mut out).expect("the LIST body transcodes");
+            t.finish(&mut out).expect("the LIST body transcodes");
+            started.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
 }
 
 fn accept(config: Config) -> &'static str {

@@ -19,6 +19,9 @@ pub struct Report {
     pub results: Vec<Measured>,
     /// RSS per idle watch, KiB.
     pub idle: Vec<(Config, f64)>,
+    /// The codec's own time for the LIST body (JSON → CBOR, in this process, release
+    /// build, best of several), for the LIST CPU target.
+    pub list_codec_time: Duration,
     pub errors: Vec<String>,
 }
 
@@ -69,48 +72,91 @@ impl Report {
     pub fn targets(&self) -> Vec<Target> {
         let rps = |m: &Measured| m.run.per_second();
         let cpu = |m: &Measured| m.per_request.cpu().as_secs_f64();
-        let events = self
-            .get("watch", Config::Transcoding)
-            .and_then(|m| m.events_per_second)
-            .unwrap_or(f64::NAN);
+        let get = |scenario: &str, c: Config, f: &dyn Fn(&Measured) -> f64| {
+            self.get(scenario, c).map_or(f64::NAN, f)
+        };
+        let events = |c: Config| {
+            get("watch", c, &|m: &Measured| {
+                m.events_per_second.unwrap_or(f64::NAN)
+            })
+        };
+        let faults = |m: &Measured| m.per_request.faults;
+        let extra_faults = |scenario: &str| {
+            get(scenario, Config::Transcoding, &faults)
+                - get(scenario, Config::Passthrough, &faults)
+        };
         let idle = self
             .idle
             .iter()
             .find(|(c, _)| *c == Config::Transcoding)
             .map_or(f64::NAN, |(_, k)| *k);
+        // LIST: transcoding CPU ≤ passthrough's + 1.2 × the codec's own time, as a ratio
+        // of the allowance (≤ 1 met).
+        let list_allowance =
+            get("LIST", Config::Passthrough, &cpu) + 1.2 * self.list_codec_time.as_secs_f64();
+        let ratio = |what: &str, measured: f64, goal: f64, higher: bool| Target {
+            what: what.into(),
+            measured,
+            goal,
+            higher_is_better: higher,
+            unit: "×",
+        };
         vec![
+            ratio(
+                "GET 7 KB: transcoding / passthrough requests/s",
+                self.ratio("GET", rps),
+                0.9,
+                true,
+            ),
+            ratio(
+                "GET 7 KB: transcoding / passthrough proxy CPU per request",
+                self.ratio("GET", cpu),
+                1.15,
+                false,
+            ),
+            ratio(
+                "LIST 700 pods: transcoding / passthrough requests/s",
+                self.ratio("LIST", rps),
+                0.7,
+                true,
+            ),
+            ratio(
+                "LIST 700 pods: transcoding CPU / (passthrough CPU + 1.2 × codec time)",
+                get("LIST", Config::Transcoding, &cpu) / list_allowance,
+                1.0,
+                false,
+            ),
+            ratio(
+                "watch: transcoded / passthrough events/s",
+                events(Config::Transcoding) / events(Config::Passthrough),
+                0.85,
+                true,
+            ),
             Target {
-                what: "GET 7 KB: transcoding / passthrough requests/s".into(),
-                measured: self.ratio("GET", rps),
-                goal: 0.9,
-                higher_is_better: true,
-                unit: "×",
-            },
-            Target {
-                what: "GET 7 KB: transcoding / passthrough proxy CPU per request".into(),
-                measured: self.ratio("GET", cpu),
-                goal: 1.25,
+                what: "GET 7 KB: page faults per request, transcoding − passthrough".into(),
+                measured: extra_faults("GET"),
+                goal: 8.0,
                 higher_is_better: false,
-                unit: "×",
+                unit: "faults",
             },
             Target {
-                what: "LIST 700 pods: transcoding / passthrough requests/s".into(),
-                measured: self.ratio("LIST", rps),
-                goal: 0.7,
-                higher_is_better: true,
-                unit: "×",
+                what: "LIST 700 pods: page faults per request, transcoding − passthrough".into(),
+                measured: extra_faults("LIST"),
+                goal: 8.0,
+                higher_is_better: false,
+                unit: "faults",
             },
             Target {
-                what: "watch: transcoded events/s".into(),
-                measured: events,
-                goal: 80_000.0,
-                higher_is_better: true,
-                unit: "events/s",
+                what: "watch: page faults per event, transcoding − passthrough".into(),
+                measured: extra_faults("watch"),
+                goal: 8.0,
+                higher_is_better: false,
+                unit: "faults",
             },
             Target {
-                what: "idle transcoded watch: proxy RSS per watch".into(),
+                what: "idle transcoded watch (HTTP/1.1): proxy RSS per watch".into(),
                 measured: idle,
-                goal: 16.0,
+                goal: 32.0,
                 higher_is_better: false,
                 unit: "KiB",
             },
@@ -150,7 +196,7 @@ impl Report {
                 )
             } else {
                 (
-                    format!("{:.0} {}", t.measured, t.unit),
+                    format!("{:.1} {}", t.measured, t.unit),
                     format!("{} {:.0} {}", cmp(&t), t.goal, t.unit),
                 )
             };
@@ -164,7 +210,8 @@ impl Report {
         let _ = writeln!(
             s,
             "\n## Measurements\n\n| scenario | configuration | requests/s | p50 ms | p99 ms | \
-             proxy CPU µs/request | proxy peak RSS MiB | errors |\n|---|---|---:|---:|---:|---:|---:|---:|"
+             proxy CPU µs/request (user + sys) | page faults/request | proxy peak RSS MiB | errors |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|"
         );
         for m in &self.results {
             let rate = match m.events_per_second {
@@ -178,15 +225,18 @@ impl Report {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {rate} | {p50} | {p99} | {}{} | {:.1} | {} |",
+                "| {} | {} | {rate} | {p50} | {p99} | {} ({} + {}){} | {:.1} | {:.1} | {} |",
                 m.scenario,
                 m.config.name(),
                 us(m.per_request.cpu()),
+                us(m.per_request.user),
+                us(m.per_request.sys),
                 if m.events_per_second.is_some() {
                     " per event"
                 } else {
                     ""
                 },
+                m.per_request.faults,
                 m.peak_rss_kib as f64 / 1024.0,
                 m.run.errors
             );
@@ -301,7 +351,7 @@ impl Report {
                 });
         }
         // Goals: GET requests/s ≥ 0.9, GET CPU ≤ 1.25, LIST requests/s ≥ 0.7.
-        let goals = [(0usize, 0.12, 0.9), (0, 0.52, 1.25), (1, 0.12, 0.7)];
+        let goals = [(0usize, 0.12, 0.9), (0, 0.52, 1.15), (1, 0.12, 0.7)];
         chart
             .draw_series(goals.iter().map(|&(i, off, g)| {
                 let x = i as f64 + off;
