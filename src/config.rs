@@ -93,6 +93,9 @@ pub struct ServerConfig {
     /// Client connections open at once; more are closed as soon as they are accepted.
     /// 0 = derived from the open-file limit (`connections::limit_from_fds`).
     pub max_connections: usize,
+    /// Requests and watches one HTTP/2 client connection may have open at once
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS; Go's default, and so kube-apiserver's, 250).
+    pub http2_max_streams: u32,
     /// Largest request head (request line and headers) accepted, in bytes (431 beyond).
     pub max_header_bytes: usize,
     /// Short requests served at once (429 beyond; 0 = no limit).
@@ -138,6 +141,7 @@ impl Default for ServerConfig {
             idle_timeout_seconds: 90,
             request_head_timeout_seconds: 32,
             max_connections: 0,
+            http2_max_streams: 250,
             request_read_timeout_seconds: 60,
             max_header_bytes: MAX_HEADER_BYTES,
             max_requests_inflight: 400,
@@ -385,6 +389,12 @@ impl Config {
             return Err(ConfigError(format!(
                 "server.max_header_bytes: {} is not between 1 and {MAX_HEADER_BYTES}",
                 self.server.max_header_bytes
+            )));
+        }
+        if !(1..=10_000).contains(&self.server.http2_max_streams) {
+            return Err(ConfigError(format!(
+                "server.http2_max_streams: {} is not between 1 and 10000",
+                self.server.http2_max_streams
             )));
         }
         if !(1..=10_000).contains(&self.upstream.http2_max_streams) {

@@ -226,10 +226,17 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     };
     // pingora's `http_proxy_service` with cborgate's own loop around the proxy, for
     // `server.request_read_timeout_seconds` (see src/accept.rs); same service name.
+    let mut http = pingora::proxy::http_proxy(&server.configuration, gate);
+    // One HTTP/2 client connection may carry `server.http2_max_streams` requests and
+    // watches at once (pingora's default is 100; Go's, and so kube-apiserver's, 250), as
+    // client-go multiplexes everything it does over one connection.
+    let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
+    h2.max_concurrent_streams(config.server.http2_max_streams);
+    http.h2_options = Some(h2);
     let mut proxy = Service::new(
         "Pingora HTTP Proxy Service".to_string(),
         ReadTimeout::new(
-            pingora::proxy::http_proxy(&server.configuration, gate),
+            http,
             config.server.request_read_timeout_seconds,
             connections.clone(),
         ),

@@ -63,12 +63,11 @@ fn path(p: &Path, f: &str) -> String {
 }
 
 /// GET over TLS + HTTP/2; returns status, content type and the whole body.
-async fn h2_get(
+/// An HTTP/2 connection over TLS (ALPN `h2`) to `addr`, trusting `ca`.
+async fn h2_connect(
     addr: std::net::SocketAddr,
     ca: &CertificateDer<'static>,
-    path: &str,
-    accept: &str,
-) -> (u16, String, Vec<u8>) {
+) -> h2::client::SendRequest<bytes::Bytes> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
@@ -87,10 +86,20 @@ async fn h2_get(
         Some(&b"h2"[..]),
         "ALPN chose h2"
     );
-    let (mut client, conn) = h2::client::handshake(tls).await.unwrap();
+    let (client, conn) = h2::client::handshake(tls).await.unwrap();
     tokio::spawn(async move {
         let _ = conn.await;
     });
+    client
+}
+
+async fn h2_get(
+    addr: std::net::SocketAddr,
+    ca: &CertificateDer<'static>,
+    path: &str,
+    accept: &str,
+) -> (u16, String, Vec<u8>) {
+    let mut client = h2_connect(addr, ca).await;
     let req = http::Request::builder()
         .method("GET")
         .uri(format!("https://localhost{path}"))
@@ -687,4 +696,67 @@ fn watches_share_http2_upstream_connections() {
     let watches: Vec<_> = (0..5).map(|_| open_watch(a.proxy)).collect();
     assert!(connections_to(a.child.id(), b.proxy.port()) >= 5);
     drop(watches);
+}
+
+/// One HTTP/2 client may hold `server.http2_max_streams` (250) watches open on one
+/// connection, as client-go does with everything it runs: more than pingora's default
+/// of 100.
+#[test]
+fn one_http2_connection_carries_hundreds_of_watches() {
+    let p = pki("h2streams");
+    let h = Harness::start(
+        "legacy",
+        &[
+            "--tls-cert",
+            &path(&p.dir, "server.pem"),
+            "--tls-key",
+            &path(&p.dir, "server.key"),
+        ],
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = h2_connect(h.proxy, &p.ca_der).await;
+        // With too few streams allowed, `ready` would wait for one to end: bounded.
+        let open_all = async move {
+            let mut client = client.ready().await.unwrap();
+            let mut pending = Vec::new();
+            for _ in 0..200 {
+                let req = http::Request::builder()
+                    .uri("https://localhost/api/v1/namespaces/demo/configmaps?watch=1")
+                    .header("accept", "application/cbor")
+                    .body(())
+                    .unwrap();
+                let (resp, _) = client.send_request(req, true).unwrap();
+                pending.push(resp);
+                client = client.ready().await.unwrap();
+            }
+            (client, futures_join_all(pending).await)
+        };
+        let (_client, heads) = tokio::time::timeout(std::time::Duration::from_secs(20), open_all)
+            .await
+            .expect("every watch answered on the one connection");
+        let streams: Vec<_> = heads
+            .into_iter()
+            .map(|r| {
+                let r = r.unwrap();
+                assert_eq!(r.status(), 200);
+                assert_eq!(r.headers()["content-type"], "application/cbor-seq");
+                r.into_body()
+            })
+            .collect();
+        assert_eq!(streams.len(), 200);
+        h.wait_metric("cborgate_watch_streams_active", &[], 200.0);
+    });
+}
+
+/// Await every future, in order (no futures crate needed for a test).
+async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> {
+    let mut out = Vec::with_capacity(fs.len());
+    for f in fs {
+        out.push(f.await);
+    }
+    out
 }
