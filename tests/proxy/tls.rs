@@ -128,9 +128,9 @@ async fn h2_get(
     (status, ct, data)
 }
 
-#[test]
-fn http2_over_tls_downstream_gets_cbor_and_cbor_watches() {
-    let p = pki("down");
+/// cborgate in legacy mode with a TLS listener (HTTP/2 and HTTP/1.1), and its PKI.
+fn tls_legacy(tag: &str) -> (Pki, Harness) {
+    let p = pki(tag);
     let h = Harness::start(
         "legacy",
         &[
@@ -140,6 +140,12 @@ fn http2_over_tls_downstream_gets_cbor_and_cbor_watches() {
             &path(&p.dir, "server.key"),
         ],
     );
+    (p, h)
+}
+
+#[test]
+fn http2_over_tls_downstream_gets_cbor_and_cbor_watches() {
+    let (p, h) = tls_legacy("down");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -703,16 +709,7 @@ fn watches_share_http2_upstream_connections() {
 /// of 100.
 #[test]
 fn one_http2_connection_carries_hundreds_of_watches() {
-    let p = pki("h2streams");
-    let h = Harness::start(
-        "legacy",
-        &[
-            "--tls-cert",
-            &path(&p.dir, "server.pem"),
-            "--tls-key",
-            &path(&p.dir, "server.key"),
-        ],
-    );
+    let (p, h) = tls_legacy("h2streams");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
