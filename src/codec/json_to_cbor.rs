@@ -322,6 +322,11 @@ impl JsonToCbor {
         }
     }
 
+    /// The options it was made with.
+    pub fn options(&self) -> JsonToCborOptions {
+        self.opts
+    }
+
     /// Start over on a new, independent input, exactly as if freshly made
     /// with the same options, but keep the buffers already allocated, so a
     /// reused transcoder allocates nothing once warmed up.

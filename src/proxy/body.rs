@@ -3,7 +3,7 @@
 //! compressed ([`Gzip`]). No decisions here: the
 //! plan says which direction, this only carries it out.
 
-use super::buffers::OutputBuffers;
+use super::buffers::{OutputBuffers, Transcoders};
 use crate::codec::fields::Schema;
 use crate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
@@ -64,9 +64,16 @@ pub struct BodyCodec {
 }
 
 impl BodyCodec {
-    /// A response body (JSON → CBOR); `watch` for a watch stream.
-    pub fn response(watch: bool, window: usize, strings: StringMode, limits: Limits) -> Self {
-        let t = JsonToCbor::new(JsonToCborOptions {
+    /// A response body (JSON → CBOR); `watch` for a watch stream. The transcoder comes
+    /// from `transcoders` and goes back there when the body is done.
+    pub fn response(
+        watch: bool,
+        window: usize,
+        strings: StringMode,
+        limits: Limits,
+        transcoders: &Arc<Transcoders>,
+    ) -> Self {
+        let t = transcoders.take(JsonToCborOptions {
             strings,
             window,
             watch,

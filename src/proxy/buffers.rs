@@ -6,22 +6,38 @@
 //! pingora as [`Bytes`] that own it; when pingora has written the chunk and drops the
 //! `Bytes`, the buffer goes back on the free list, so a streaming body cycles through the
 //! same one or two buffers. The list is bounded in count and in each buffer's capacity,
-//! so what it keeps is bounded too (at most [`MAX_KEPT`] × [`MAX_KEPT_CAPACITY`]); a
+//! so what it keeps is bounded too (at most [`MAX_KEPT`] buffers and [`MAX_KEPT_BYTES`]); a
 //! buffer over the bound is freed when its chunk is sent. One `OutputBuffers` is made per
 //! proxy and passed in (`CodecSettings`).
+//!
+//! [`Transcoders`] does the same for the response codec itself: a LIST grows its JSON →
+//! CBOR transcoder's window buffer to about 1 MiB, which a fresh transcoder per response
+//! would take from the kernel again (about 150 page faults per LIST). A few are kept,
+//! reset, for the next response.
 
+use crate::codec::{CodecError, JsonToCbor, JsonToCborOptions, Transcoder};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 
 /// Most buffers kept for reuse.
 pub const MAX_KEPT: usize = 64;
-/// Largest buffer kept for reuse; bigger ones are freed after use.
-pub const MAX_KEPT_CAPACITY: usize = 1 << 20;
+/// Largest buffer kept for reuse; bigger ones are freed after use. A streamed LIST's
+/// chunks can reach the codec's window (1 MiB) plus a chunk of input.
+pub const MAX_KEPT_CAPACITY: usize = 4 << 20;
+/// Most bytes of capacity kept over all buffers.
+pub const MAX_KEPT_BYTES: usize = 16 << 20;
 
 /// A bounded free list of output buffers, shared by every request of a proxy.
 #[derive(Debug, Default)]
 pub struct OutputBuffers {
-    free: Mutex<Vec<Vec<u8>>>,
+    free: Mutex<Free>,
+}
+
+/// The kept buffers and their total capacity.
+#[derive(Debug, Default)]
+struct Free {
+    bufs: Vec<Vec<u8>>,
+    bytes: usize,
 }
 
 /// A buffer that returns itself to its [`OutputBuffers`] when the last `Bytes` of it drops.
@@ -45,7 +61,11 @@ impl Drop for Pooled {
 impl OutputBuffers {
     /// An empty buffer with room for at least `capacity` bytes: a kept one if any.
     pub fn take(&self, capacity: usize) -> Vec<u8> {
-        let kept = self.free.lock().map(|mut f| f.pop()).unwrap_or(None);
+        let kept = self.free.lock().ok().and_then(|mut f| {
+            let b = f.bufs.pop()?;
+            f.bytes -= b.capacity();
+            Some(b)
+        });
         let mut buf = kept.unwrap_or_default();
         buf.clear();
         buf.reserve(capacity);
@@ -70,15 +90,79 @@ impl OutputBuffers {
             return;
         }
         if let Ok(mut free) = self.free.lock() {
-            if free.len() < MAX_KEPT {
-                free.push(buf);
+            if free.bufs.len() < MAX_KEPT && free.bytes + buf.capacity() <= MAX_KEPT_BYTES {
+                free.bytes += buf.capacity();
+                free.bufs.push(buf);
             }
         }
     }
 
     /// Buffers kept for reuse now.
     pub fn kept(&self) -> usize {
+        self.free.lock().map_or(0, |f| f.bufs.len())
+    }
+}
+
+/// Most response transcoders kept for reuse (each may hold about a window's worth).
+pub const MAX_KEPT_TRANSCODERS: usize = 4;
+
+/// JSON → CBOR transcoders kept for reuse, shared by every response of a proxy.
+#[derive(Debug, Default)]
+pub struct Transcoders {
+    free: Mutex<Vec<JsonToCbor>>,
+}
+
+impl Transcoders {
+    /// A transcoder with `opts`: a kept one, reset, if one has them.
+    pub fn take(self: &Arc<Self>, opts: JsonToCborOptions) -> PooledTranscoder {
+        let kept = self.free.lock().ok().and_then(|mut free| {
+            let i = free.iter().position(|t| t.options() == opts)?;
+            Some(free.swap_remove(i))
+        });
+        PooledTranscoder {
+            inner: kept.unwrap_or_else(|| JsonToCbor::new(opts)),
+            home: Arc::clone(self),
+        }
+    }
+
+    /// Transcoders kept for reuse now.
+    pub fn kept(&self) -> usize {
         self.free.lock().map_or(0, |f| f.len())
+    }
+}
+
+/// A response transcoder that goes back to its [`Transcoders`], reset, when dropped.
+pub struct PooledTranscoder {
+    inner: JsonToCbor,
+    home: Arc<Transcoders>,
+}
+
+impl Transcoder for PooledTranscoder {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        self.inner.feed(input, out)
+    }
+    fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        self.inner.finish(out)
+    }
+    fn documents(&self) -> u64 {
+        self.inner.documents()
+    }
+    fn reset(&mut self) {
+        self.inner.reset()
+    }
+}
+
+impl Drop for PooledTranscoder {
+    fn drop(&mut self) {
+        // `JsonToCbor::new` allocates nothing: a placeholder to take the kept one out.
+        let opts = self.inner.options();
+        let mut t = std::mem::replace(&mut self.inner, JsonToCbor::new(opts));
+        t.reset();
+        if let Ok(mut free) = self.home.free.lock() {
+            if free.len() < MAX_KEPT_TRANSCODERS {
+                free.push(t);
+            }
+        }
     }
 }
 
@@ -106,6 +190,39 @@ mod tests {
     }
 
     #[test]
+    fn transcoders_are_reused_reset_and_bounded() {
+        let pool = Arc::new(Transcoders::default());
+        let opts = JsonToCborOptions::default();
+        let mut out = Vec::new();
+        {
+            let mut t = pool.take(opts);
+            t.feed(br#"{"a": [1, 2"#, &mut out).unwrap();
+            // Dropped mid-body (a client that went away): reset before reuse.
+        }
+        assert_eq!(pool.kept(), 1);
+        let mut t = pool.take(opts);
+        assert_eq!(pool.kept(), 0);
+        out.clear();
+        t.feed(b"true", &mut out).unwrap();
+        t.finish(&mut out).unwrap();
+        assert_eq!(out, crate::codec::json_to_cbor(b"true", opts).unwrap());
+        // Other options: a new one.
+        let watch = JsonToCborOptions {
+            watch: true,
+            ..opts
+        };
+        let w = pool.take(watch);
+        drop(t);
+        assert_eq!(pool.kept(), 1);
+        let many: Vec<_> = (0..MAX_KEPT_TRANSCODERS + 3)
+            .map(|_| pool.take(opts))
+            .collect();
+        drop(many);
+        drop(w);
+        assert_eq!(pool.kept(), MAX_KEPT_TRANSCODERS);
+    }
+
+    #[test]
     fn what_is_kept_is_bounded() {
         let pool = Arc::new(OutputBuffers::default());
         let sent: Vec<Bytes> = (0..MAX_KEPT + 10)
@@ -121,6 +238,17 @@ mod tests {
         big.push(1);
         drop(pool.send(big));
         assert_eq!(pool.kept(), MAX_KEPT - 1, "too big to keep");
+        // Four buffers of 4 MiB fill the byte bound; a fifth is not kept.
+        let pool = Arc::new(OutputBuffers::default());
+        let sent: Vec<Bytes> = (0..5)
+            .map(|_| {
+                let mut b = pool.take(MAX_KEPT_CAPACITY);
+                b.push(1);
+                pool.send(b)
+            })
+            .collect();
+        drop(sent);
+        assert_eq!(pool.kept(), MAX_KEPT_BYTES / MAX_KEPT_CAPACITY);
         assert!(pool.send(Vec::new()).is_empty());
     }
 }

@@ -103,6 +103,7 @@ impl Gate {
         )));
         let codecs = CodecSettings {
             buffers: Arc::default(),
+            transcoders: Arc::default(),
             window: config.codec.window_bytes,
             strings: config.string_mode(),
             limits: config.codec_limits(),

@@ -7,7 +7,7 @@
 //! only counts its events). It decides nothing: every choice is the plan's.
 
 use super::body::{BodyCodec, Gzip};
-use super::buffers::OutputBuffers;
+use super::buffers::{OutputBuffers, Transcoders};
 use crate::admission::Slot;
 use crate::budget::{BodyBudget, Charge};
 use crate::codec::{ItemCounter, Limits, StringMode};
@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 pub struct CodecSettings {
     /// Where response chunk buffers come from and go back to.
     pub buffers: Arc<OutputBuffers>,
+    /// Where response transcoders come from and go back to.
+    pub transcoders: Arc<Transcoders>,
     pub window: usize,
     pub strings: StringMode,
     pub limits: Limits,
@@ -370,7 +372,7 @@ impl Exchange {
         }
         let (codec, watch) = match decision.action {
             ResponseAction::JsonToCbor { watch } => (
-                BodyCodec::response(watch, s.window, s.strings, s.limits),
+                BodyCodec::response(watch, s.window, s.strings, s.limits, &s.transcoders),
                 watch,
             ),
             ResponseAction::CborToJson { watch } => {

@@ -515,3 +515,29 @@ impl AsyncConn {
             .is_ok()
     }
 }
+
+/// ESTABLISHED TCP connections that process `pid` holds to local port `port` (the
+/// client side of connections to a listener there): its socket inodes matched against
+/// `/proc/net/tcp` and `tcp6`. For counting a proxy's upstream connections.
+pub fn connections_to(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let port = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 9 && f[2].ends_with(&port) && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
+}

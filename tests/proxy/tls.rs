@@ -577,28 +577,6 @@ fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
     assert_eq!(tls.client().unwrap().serial(), second);
 }
 
-/// ESTABLISHED TCP connections (IPv4 and IPv6) of process `pid` to local port `port`.
-fn connections_to(pid: u32, port: u16) -> usize {
-    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter_map(|l| {
-            let l = l.to_string_lossy().into_owned();
-            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
-        })
-        .collect();
-    let port = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 9 && f[2].ends_with(&port) && f[3] == "01" && inodes.contains(f[9])
-        })
-        .count()
-}
-
 /// Opens a JSON watch on its own HTTP/1.1 connection and waits for its response head.
 fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
     use std::io::{Read, Write};
@@ -652,7 +630,7 @@ fn watches_share_http2_upstream_connections() {
     let a = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca, "--config", &on]);
     const WATCHES: usize = 250;
     let watches: Vec<_> = (0..WATCHES).map(|_| open_watch(a.proxy)).collect();
-    let upstream_conns = connections_to(a.child.id(), b.proxy.port());
+    let upstream_conns = crate::support::http::connections_to(a.child.id(), b.proxy.port());
     // One per 100 watches (the stream limit), plus perhaps the readiness probe's own.
     assert!(
         (WATCHES.div_ceil(100)..=WATCHES.div_ceil(100) + 1).contains(&upstream_conns),
@@ -700,7 +678,7 @@ fn watches_share_http2_upstream_connections() {
     let off = config("off");
     let a = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca, "--config", &off]);
     let watches: Vec<_> = (0..5).map(|_| open_watch(a.proxy)).collect();
-    assert!(connections_to(a.child.id(), b.proxy.port()) >= 5);
+    assert!(crate::support::http::connections_to(a.child.id(), b.proxy.port()) >= 5);
     drop(watches);
 }
 

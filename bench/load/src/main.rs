@@ -18,6 +18,7 @@
 mod gen;
 
 mod client;
+mod h2idle;
 mod report;
 mod upstream;
 
@@ -41,6 +42,11 @@ struct Proxy {
 
 impl Proxy {
     fn start(exe: &Path, upstream: SocketAddr) -> Proxy {
+        Proxy::start_with(exe, &format!("http://{upstream}"), "legacy", &[])
+    }
+
+    /// `cborgate serve` in `mode` before `upstream` (a URL), with `extra` flags.
+    fn start_with(exe: &Path, upstream: &str, mode: &str, extra: &[String]) -> Proxy {
         let addr = free_port();
         let admin = free_port();
         let child = Command::new(exe)
@@ -51,10 +57,11 @@ impl Proxy {
                 "--admin",
                 &admin.to_string(),
                 "--upstream",
-                &format!("http://{upstream}"),
+                upstream,
                 "--mode",
-                "legacy",
+                mode,
             ])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -483,6 +490,50 @@ fn main() {
         drop(held);
         drop(warm);
     }
+    // Idle watches over HTTP/2, as client-go holds them: streams of a few client
+    // connections (250 each, as kube-apiserver allows), and an HTTP/2 upstream.
+    let idle_h2 = wanted("idle").then(|| {
+        progress.show("1,000 idle watches over HTTP/2");
+        let pki = h2idle::Pki::make();
+        let b = Proxy::start_with(
+            &exe,
+            &format!("http://{upstream}"),
+            "native",
+            &pki.serving(),
+        );
+        let mut flags = pki.serving();
+        flags.extend(["--upstream-ca".to_string(), pki.path("ca.pem")]);
+        let url = format!("https://localhost:{}", b.addr.port());
+        let a = Proxy::start_with(&exe, &url, "legacy", &flags);
+        let open = |n: usize| {
+            rt.block_on(async {
+                let mut held = Vec::new();
+                for _ in 0..n.div_ceil(250) {
+                    let n = n.min(250);
+                    held.push(
+                        h2idle::idle_watches(a.addr, &pki.ca, n, accept(Config::Transcoding))
+                            .await
+                            .expect("idle watches over HTTP/2"),
+                    );
+                }
+                held
+            })
+        };
+        let warm = open(100);
+        std::thread::sleep(Duration::from_millis(300));
+        let before = a.status_kib("VmRSS:");
+        let held = open(1000);
+        std::thread::sleep(Duration::from_millis(500));
+        let after = a.status_kib("VmRSS:");
+        let upstream_connections =
+            cborgate_standin::client::connections_to(a.child.id(), b.addr.port());
+        drop((held, warm));
+        report::IdleH2 {
+            kib_per_watch: after.saturating_sub(before) as f64 / 1000.0,
+            upstream_connections,
+            watches: 1100,
+        }
+    });
     progress.show("done");
     eprintln!();
 
@@ -517,6 +568,7 @@ fn main() {
         event_bytes: event_bytes / 10_000,
         results,
         idle,
+        idle_h2,
         list_codec_time: codec_time(&list),
         errors,
     };

@@ -19,10 +19,21 @@ pub struct Report {
     pub results: Vec<Measured>,
     /// RSS per idle watch, KiB.
     pub idle: Vec<(Config, f64)>,
+    /// Idle transcoded watches over HTTP/2, to an HTTP/2 upstream.
+    pub idle_h2: Option<IdleH2>,
     /// The codec's own time for the LIST body (JSON → CBOR, in this process, release
     /// build, best of several), for the LIST CPU target.
     pub list_codec_time: Duration,
     pub errors: Vec<String>,
+}
+
+/// What 1,000 idle transcoded watches over HTTP/2 cost (after 100 to warm up).
+pub struct IdleH2 {
+    pub kib_per_watch: f64,
+    /// cborgate's connections to its HTTP/2 upstream with every watch open.
+    pub upstream_connections: usize,
+    /// Watches open then.
+    pub watches: usize,
 }
 
 /// One target: what is measured, the measured value, the goal, and whether "more" is better.
@@ -160,6 +171,22 @@ impl Report {
                 higher_is_better: false,
                 unit: "KiB",
             },
+            Target {
+                what: "idle transcoded watch (HTTP/2 both sides): proxy RSS per watch".into(),
+                measured: self.idle_h2.as_ref().map_or(f64::NAN, |h| h.kib_per_watch),
+                goal: 12.0,
+                higher_is_better: false,
+                unit: "KiB",
+            },
+            Target {
+                what: "HTTP/2 watches per upstream connection".into(),
+                measured: self.idle_h2.as_ref().map_or(f64::NAN, |h| {
+                    h.watches as f64 / h.upstream_connections.max(1) as f64
+                }),
+                goal: 100.0,
+                higher_is_better: true,
+                unit: "watches",
+            },
         ]
     }
 
@@ -243,7 +270,15 @@ impl Report {
         }
         let _ = writeln!(s, "\n| idle watches | proxy RSS per watch |\n|---|---:|");
         for (c, k) in &self.idle {
-            let _ = writeln!(s, "| 1,000, {} | {k:.1} KiB |", c.name());
+            let _ = writeln!(s, "| 1,000 over HTTP/1.1, {} | {k:.1} KiB |", c.name());
+        }
+        if let Some(h) = &self.idle_h2 {
+            let _ = writeln!(
+                s,
+                "| 1,000 over HTTP/2 (250 per client connection), transcoding, to an HTTP/2 \
+                 upstream | {:.1} KiB ({} upstream connections for {} watches) |",
+                h.kib_per_watch, h.upstream_connections, h.watches
+            );
         }
         if !self.errors.is_empty() {
             let _ = writeln!(s, "\n## Errors\n");

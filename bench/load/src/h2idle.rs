@@ -1,0 +1,114 @@
+//! Idle watches over HTTP/2, as client-go holds them: one client connection to cborgate
+//! (TLS, ALPN `h2`), and cborgate to an HTTP/2 upstream (a second cborgate, TLS, in
+//! `native` mode in front of the static upstream). What one such watch costs cborgate,
+//! and how many upstream connections a thousand of them take.
+
+use bytes::Bytes;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A CA and a server certificate for localhost, as PEM files in `dir`.
+pub struct Pki {
+    pub dir: PathBuf,
+    pub ca: CertificateDer<'static>,
+}
+
+impl Pki {
+    pub fn make() -> Pki {
+        let dir = std::env::temp_dir().join(format!("cborgate-load-pki-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create the PKI directory");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "cborgate-load CA");
+        let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().expect("server key");
+        let srv = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+            .expect("server params")
+            .signed_by(&key, &issuer)
+            .expect("server certificate");
+        let w = |name: &str, s: String| std::fs::write(dir.join(name), s).expect("write PEM");
+        w("ca.pem", ca_cert.pem());
+        w("server.pem", srv.pem());
+        w("server.key", key.serialize_pem());
+        Pki {
+            dir,
+            ca: ca_cert.der().clone(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_string_lossy().into_owned()
+    }
+
+    /// The flags that give a cborgate this certificate on its TLS listener.
+    pub fn serving(&self) -> Vec<String> {
+        vec![
+            "--tls-cert".into(),
+            self.path("server.pem"),
+            "--tls-key".into(),
+            self.path("server.key"),
+        ]
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Open `n` idle watches (`accept`) as streams of one HTTP/2 connection to `addr`, and
+/// wait until each has its response head. Dropping the result ends them all.
+pub async fn idle_watches(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    n: usize,
+    accept: &str,
+) -> std::io::Result<(h2::client::SendRequest<Bytes>, Vec<h2::RecvStream>)> {
+    let err = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).map_err(|e| err(&e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").map_err(|e| err(&e))?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(name, tcp)
+        .await?;
+    let (client, conn) = h2::client::handshake(tls).await.map_err(|e| err(&e))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut client = client.ready().await.map_err(|e| err(&e))?;
+    let mut pending = Vec::with_capacity(n);
+    for _ in 0..n {
+        let req = http::Request::builder()
+            .uri("https://localhost/api/v1/namespaces/load/pods?watch=1&idle=1")
+            .header("accept", accept)
+            .body(())
+            .map_err(|e| err(&e))?;
+        let (resp, _) = client.send_request(req, true).map_err(|e| err(&e))?;
+        pending.push(resp);
+        client = client.ready().await.map_err(|e| err(&e))?;
+    }
+    let mut streams = Vec::with_capacity(n);
+    for resp in pending {
+        let resp = resp.await.map_err(|e| err(&e))?;
+        if resp.status() != 200 {
+            return Err(err(&format!("idle watch status {}", resp.status())));
+        }
+        streams.push(resp.into_body());
+    }
+    Ok((client, streams))
+}
