@@ -293,7 +293,10 @@ impl ProxyHttp for Gate {
         match self.upstream.resolver.resolve().await {
             Ok(addr) => {
                 let mut peer = self.upstream.peer(addr, long_running, cert);
-                self.upstream.choose_http_version(&mut peer, http1_only);
+                let h2 = self.upstream.choose_http_version(&mut peer, http1_only);
+                // A retry gives back the turn it held before it waits for the next.
+                ex.connect_turn = None;
+                ex.connect_turn = self.upstream.connect_turn(h2).await;
                 Ok(peer)
             }
             Err(why) => {
@@ -302,6 +305,31 @@ impl ProxyHttp for Gate {
                 Err(Error::explain(ErrorType::ConnectError, why))
             }
         }
+    }
+
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        _reused: bool,
+        _peer: &HttpPeer,
+        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
+        _digest: Option<&pingora::protocols::Digest>,
+        ex: &mut Exchange,
+    ) -> Result<()> {
+        ex.connect_turn = None;
+        Ok(())
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ex: &mut Exchange,
+        e: Box<Error>,
+    ) -> Box<Error> {
+        ex.connect_turn = None;
+        e
     }
 
     async fn upstream_request_filter(

@@ -83,6 +83,9 @@ pub struct Exchange {
     pub status: u16,
     /// Who the request is, and its identity headers upstream (decided first thing).
     pub identity: Option<Identity>,
+    /// This request's turn to get an HTTP/2 upstream session (`Upstream::connect_turn`),
+    /// given back once it has one, or when the exchange ends.
+    pub connect_turn: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Drop the headers that described the body before it was transcoded.
@@ -141,6 +144,7 @@ impl Default for Exchange {
             upgrade: None,
             status: 0,
             identity: None,
+            connect_turn: None,
         }
     }
 }

@@ -577,9 +577,9 @@ fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
     assert_eq!(tls.client().unwrap().serial(), second);
 }
 
-/// Opens a JSON watch on its own HTTP/1.1 connection and waits for its response head.
-fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
-    use std::io::{Read, Write};
+/// Sends a JSON watch on its own HTTP/1.1 connection.
+fn send_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
+    use std::io::Write;
     let mut s = std::net::TcpStream::connect(proxy).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .unwrap();
@@ -588,6 +588,12 @@ fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
           Host: x\r\nAccept: application/json\r\n\r\n",
     )
     .unwrap();
+    s
+}
+
+/// Waits for a watch's response head: 200.
+fn watch_started(mut s: std::net::TcpStream) -> std::net::TcpStream {
+    use std::io::Read;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -604,6 +610,11 @@ fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
         String::from_utf8_lossy(&head)
     );
     s
+}
+
+/// Opens a JSON watch on its own HTTP/1.1 connection and waits for its response head.
+fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
+    watch_started(send_watch(proxy))
 }
 
 /// Issue 22: with an HTTP/2 upstream (another cborgate serving h2 over TLS, in front of
@@ -629,7 +640,9 @@ fn watches_share_http2_upstream_connections() {
     let on = config("auto");
     let a = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca, "--config", &on]);
     const WATCHES: usize = 250;
-    let watches: Vec<_> = (0..WATCHES).map(|_| open_watch(a.proxy)).collect();
+    // All sent at once, as a burst of clients would: they still share connections.
+    let sent: Vec<_> = (0..WATCHES).map(|_| send_watch(a.proxy)).collect();
+    let watches: Vec<_> = sent.into_iter().map(watch_started).collect();
     let upstream_conns = crate::support::http::connections_to(a.child.id(), b.proxy.port());
     // One per 100 watches (the stream limit), plus perhaps the readiness probe's own.
     assert!(
