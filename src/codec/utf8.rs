@@ -267,9 +267,11 @@ impl Scanner {
     }
 }
 
-/// The level for callers without a transcoder of their own to hold one
-/// (CBOR → JSON, JSON text output): SSE2 where the build target has it (it
-/// is part of the x86-64 baseline), no AVX2, so no detection is needed.
+/// The scanner of callers without a transcoder of their own to hold one
+/// (CBOR → JSON, JSON text output). They call the vector code (`V` true:
+/// SSE2 where the build target has it, the x86-64 baseline); a `Scanner`'s
+/// level only decides whether the AVX2 loop may run, and this one's never
+/// does, so it needs no detection.
 const DEFAULT_SCANNER: Scanner = Scanner(Scan::Portable);
 
 /// Offset of the first of the sixteen bytes of `block` that stops a plain
