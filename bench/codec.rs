@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use cborgate::codec::{
-    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions,
+    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions, Scan,
 };
 use cborgate::proxy::body::Gzip;
 use minicbor::Encoder;
@@ -97,6 +97,9 @@ fn allocs_per_call(iters: u64, mut f: impl FnMut()) -> f64 {
 // ------------------------------------------------------------ timing
 
 struct Cfg {
+    /// The string scanner level of the J→C paths (`--scan`; the CPU's best
+    /// by default).
+    scan: Scan,
     runs: usize,
     min_time: Duration,
     /// `--iters N`: run each measured path exactly N times, untimed (for
@@ -431,6 +434,8 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
     let mut out = Vec::new();
     let mut j2c = JsonToCbor::new(j2c_opts(watch, false));
     let mut j2c_dd = JsonToCbor::new(j2c_opts(watch, true));
+    j2c.set_scan(cfg.scan);
+    j2c_dd.set_scan(cfg.scan);
 
     // The codec's own CBOR, and sanity checks: dedupe on/off agree, the
     // one-shot helper agrees, and the round trip gives back the same value.
@@ -467,6 +472,7 @@ fn run_scenario(cfg: &Cfg, paths: &Paths, s: &Scenario) -> Row {
         out.clone(),
     );
     let mut j2c_gz = JsonToCbor::new(j2c_opts(watch, false));
+    j2c_gz.set_scan(cfg.scan);
     let gz_mb = if watch {
         f64::NAN
     } else {
@@ -631,6 +637,7 @@ fn main() {
         runs: 150,
         min_time: Duration::from_millis(10),
         iters: None,
+        scan: Scan::detect(),
     };
     let mut filter: Option<String> = None;
     let mut paths = Paths(Vec::new());
@@ -663,6 +670,17 @@ fn main() {
                 }
             }
             "--dump" => dump = args.next().map(Into::into),
+            "--scan" => {
+                cfg.scan = match args.next().as_deref() {
+                    Some("portable") => Scan::Portable,
+                    Some("sse2") => Scan::Sse2,
+                    Some("avx2") => Scan::Avx2,
+                    other => {
+                        eprintln!("--scan: portable, sse2 or avx2, not {other:?}");
+                        std::process::exit(2);
+                    }
+                }
+            }
             "--only" => {
                 let list = args.next().unwrap_or_default();
                 paths = Paths(list.split(',').map(str::to_string).collect());
@@ -715,11 +733,12 @@ fn main() {
         );
     } else {
         eprintln!(
-            "generated {} inputs in {:.1?}; {} round(s) of >= {:?} per path",
+            "generated {} inputs in {:.1?}; {} round(s) of >= {:?} per path; J→C string scanner {:?}",
             scenarios.len(),
             t0.elapsed(),
             cfg.runs,
-            cfg.min_time
+            cfg.min_time,
+            cfg.scan.min(Scan::detect())
         );
     }
 

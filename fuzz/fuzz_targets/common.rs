@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use cborgate::codec::{
-    CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Transcoder,
+    CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Scan, Transcoder,
     DEFAULT_WINDOW,
 };
 
@@ -59,7 +59,18 @@ pub fn json_to_cbor_pieces(
     opts: JsonToCborOptions,
     pieces: &[&[u8]],
 ) -> (Vec<u8>, Result<(), CodecError>, u64) {
+    json_to_cbor_pieces_at(opts, Scan::detect(), pieces)
+}
+
+/// [`json_to_cbor_pieces`] with the string scanner at `level` (the portable
+/// one is the reference for the vector ones).
+pub fn json_to_cbor_pieces_at(
+    opts: JsonToCborOptions,
+    level: Scan,
+    pieces: &[&[u8]],
+) -> (Vec<u8>, Result<(), CodecError>, u64) {
     let mut t = JsonToCbor::new(opts);
+    t.set_scan(level);
     let (out, r) = drive(&mut t, pieces);
     (out, r, t.documents())
 }

@@ -6,14 +6,15 @@
 //! - chunking: how the JSON is cut into pieces (see `common::chunks`).
 //!
 //! Checks: no panic; the same outcome (output, or error reason) whether fed
-//! whole or in pieces; and on success the CBOR decodes with `CborToJson`
+//! whole or in pieces, and with the portable string scanner as with the
+//! CPU's vector one; and on success the CBOR decodes with `CborToJson`
 //! (sequence mode for watch streams) into as many items as were encoded.
 #![no_main]
 
 #[path = "common.rs"]
 mod common;
 
-use cborgate::codec::{CborToJsonOptions, JsonToCborOptions, StringMode};
+use cborgate::codec::{CborToJsonOptions, JsonToCborOptions, Scan, StringMode};
 use common::*;
 use libfuzzer_sys::fuzz_target;
 
@@ -35,6 +36,9 @@ fuzz_target!(|data: &[u8]| {
 
     let (whole, whole_r, whole_docs) = json_to_cbor_pieces(opts, &[json]);
     let (split, split_r, split_docs) = json_to_cbor_pieces(opts, &chunks(json, *sel));
+    // The portable scanner, in pieces: the same outcome as the vector one.
+    let portable = json_to_cbor_pieces_at(opts, Scan::Portable, &chunks(json, *sel));
+    assert_eq!(portable, (split.clone(), split_r, split_docs), "scanner levels differ");
     match (whole_r, split_r) {
         (Ok(()), Ok(())) => {
             assert_eq!(whole, split, "output depends on chunking");

@@ -29,7 +29,11 @@
 //! change what happens at every key and value, so [`JsonToCbor::feed`] picks
 //! one of four compiled copies of the scanner once per piece, and the methods
 //! on the token path take the two options as const parameters instead of
-//! testing `opts` at each token.
+//! testing `opts` at each token. The string scan is a third const parameter,
+//! `V`: vectors (SSE2, and AVX2 for long runs when the CPU has it, detected
+//! at construction) or the portable word-at-a-time reference, which other
+//! CPUs run and tests compare with ([`JsonToCbor::set_scan`]); both find the
+//! same bytes, so the output is the same.
 //!
 //! Duplicate keys: the last one wins, as in Go. When detection is on, the
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
@@ -42,7 +46,9 @@ use super::number::{
     interpret_json_number, write_float, write_head, write_int, JsonNumber, MAJOR_ARRAY,
     MAJOR_BYTES, MAJOR_MAP, MAJOR_TEXT, SELF_DESCRIBED,
 };
-use super::utf8::{plain_ascii_run, plain_run, Utf8Sink, Utf8Stream, REPLACEMENT};
+use super::utf8::{
+    plain_ascii_run_at, plain_run_at, Scan, Scanner, Utf8Sink, Utf8Stream, REPLACEMENT,
+};
 use super::{JsonToCborOptions, StringMode};
 
 #[inline]
@@ -210,6 +216,14 @@ macro_rules! with_options {
             (true, true) => $t.$method::<true, true>($($arg),*),
         }
     };
+    ($t:ident . $method:ident ::< $v:literal > ( $($arg:expr),* )) => {
+        match ($t.opts.dedupe_keys, $t.opts.watch) {
+            (false, false) => $t.$method::<false, false, $v>($($arg),*),
+            (false, true) => $t.$method::<false, true, $v>($($arg),*),
+            (true, false) => $t.$method::<true, false, $v>($($arg),*),
+            (true, true) => $t.$method::<true, true, $v>($($arg),*),
+        }
+    };
 }
 
 const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
@@ -219,6 +233,9 @@ const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
 #[derive(Debug)]
 pub struct JsonToCbor {
     opts: JsonToCborOptions,
+    /// The string scanner: the best this CPU has, unless a test asked for
+    /// a lower level ([`JsonToCbor::set_scan`]).
+    scan: Scanner,
     str_major: u8,
     /// Longest string the fast path takes whole: shorter than the window
     /// (never cut into chunks) and within the string limit.
@@ -291,6 +308,7 @@ impl JsonToCbor {
         };
         JsonToCbor {
             opts,
+            scan: Scanner::new(Scan::Avx2),
             str_major,
             whole_max: (opts.window.max(1) - 1)
                 .min(usize::try_from(opts.limits.max_string_len).unwrap_or(usize::MAX)),
@@ -345,6 +363,7 @@ impl JsonToCbor {
         num.clear();
         keys.clear();
         *self = JsonToCbor {
+            scan: self.scan,
             stack,
             body,
             slots,
@@ -354,6 +373,18 @@ impl JsonToCbor {
             keys,
             ..JsonToCbor::new(self.opts)
         };
+    }
+
+    /// Scan strings at `level`, or at the best level this CPU has if that
+    /// is lower: the output is the same at every level (tests compare them;
+    /// `Scan::Portable` is the reference). Kept across [`Self::reset`].
+    pub fn set_scan(&mut self, level: Scan) {
+        self.scan = Scanner::new(level);
+    }
+
+    /// The level strings are scanned at.
+    pub fn scan(&self) -> Scan {
+        self.scan.level()
     }
 
     /// Completed documents (watch events) so far.
@@ -376,7 +407,10 @@ impl JsonToCbor {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let r = with_options!(self.run(input, out));
+        let r = match self.scan.level() {
+            Scan::Portable => with_options!(self.run::<false>(input, out)),
+            Scan::Sse2 | Scan::Avx2 => with_options!(self.run::<true>(input, out)),
+        };
         self.offset += input.len() as u64;
         if let Err(e) = r {
             self.error = Some(e);
@@ -413,7 +447,7 @@ impl JsonToCbor {
         CodecError::new(reason, self.offset + i as u64)
     }
 
-    fn run<const DD: bool, const W: bool>(
+    fn run<const DD: bool, const W: bool, const V: bool>(
         &mut self,
         input: &[u8],
         out: &mut Vec<u8>,
@@ -425,7 +459,7 @@ impl JsonToCbor {
                 State::Str => {
                     let start = i;
                     let stop = len.min(i + MAX_RUN);
-                    i += plain_run(&input[i..stop]);
+                    i += plain_run_at::<V>(&input[i..stop], self.scan);
                     if i > start {
                         self.str_raw(&input[start..i], start, out)?;
                     }
@@ -451,7 +485,7 @@ impl JsonToCbor {
                     // Token after token while no string, number or literal
                     // is left open by the end of the piece.
                     loop {
-                        i = self.chain::<DD, W>(input, i, out)?;
+                        i = self.chain::<DD, W, V>(input, i, out)?;
                         if i >= len || !self.between_tokens() {
                             break;
                         }
@@ -459,7 +493,7 @@ impl JsonToCbor {
                         if is_ws(b) {
                             i += 1;
                         } else {
-                            i = self.structural::<DD, W>(b, input, i, out)?;
+                            i = self.structural::<DD, W, V>(b, input, i, out)?;
                         }
                         if i >= len || !self.between_tokens() {
                             break;
@@ -578,7 +612,7 @@ impl JsonToCbor {
     /// A structural byte (not whitespace) outside strings, numbers and
     /// literals, at `input[i]`. Returns where to continue.
     #[inline(always)]
-    fn structural<const DD: bool, const W: bool>(
+    fn structural<const DD: bool, const W: bool, const V: bool>(
         &mut self,
         b: u8,
         input: &[u8],
@@ -594,17 +628,17 @@ impl JsonToCbor {
             self.window_check(out);
         }
         match self.state {
-            State::Value => self.begin_value::<DD, W>(b, input, i, out),
+            State::Value => self.begin_value::<DD, W, V>(b, input, i, out),
             State::ArrayFirst => {
                 if b == b']' {
                     self.close::<DD, W>(Container::Array, i, out)?;
                     Ok(i + 1)
                 } else {
-                    self.begin_value::<DD, W>(b, input, i, out)
+                    self.begin_value::<DD, W, V>(b, input, i, out)
                 }
             }
             State::ObjectFirst | State::Key => match b {
-                b'"' => self.begin_string::<DD, W>(true, input, i, out),
+                b'"' => self.begin_string::<DD, W, V>(true, input, i, out),
                 b'}' if self.state == State::ObjectFirst => {
                     self.close::<DD, W>(Container::Object, i, out)?;
                     Ok(i + 1)
@@ -675,7 +709,7 @@ impl JsonToCbor {
     /// and anything unexpected are left to it. `self.state` is kept up to
     /// date throughout. Returns where it stopped.
     #[inline(never)]
-    fn chain<const DD: bool, const W: bool>(
+    fn chain<const DD: bool, const W: bool, const V: bool>(
         &mut self,
         input: &[u8],
         mut i: usize,
@@ -703,7 +737,7 @@ impl JsonToCbor {
                     return Ok(i);
                 }
                 self.window_check(out);
-                i = self.begin_string::<DD, W>(true, input, i, out)?;
+                i = self.begin_string::<DD, W, V>(true, input, i, out)?;
                 if self.state != State::Value {
                     return Ok(i);
                 }
@@ -715,7 +749,7 @@ impl JsonToCbor {
                 return Ok(i);
             }
             self.window_check(out);
-            i = self.begin_value::<DD, W>(b, input, i, out)?;
+            i = self.begin_value::<DD, W, V>(b, input, i, out)?;
             match self.state {
                 State::AfterValue => {}
                 State::ObjectFirst => {
@@ -775,7 +809,7 @@ impl JsonToCbor {
 
     /// A value starts with `b` at `input[i]`. Returns where to continue.
     #[inline(always)]
-    fn begin_value<const DD: bool, const W: bool>(
+    fn begin_value<const DD: bool, const W: bool, const V: bool>(
         &mut self,
         b: u8,
         input: &[u8],
@@ -828,7 +862,7 @@ impl JsonToCbor {
                 self.state = state;
                 Ok(i + 1)
             }
-            b'"' => self.begin_string::<DD, W>(false, input, i, out),
+            b'"' => self.begin_string::<DD, W, V>(false, input, i, out),
             b'-' | b'0'..=b'9' => {
                 if let Some((v, end)) = whole_small_int(input, i, self.opts.limits.max_number_len) {
                     write_int(&mut self.body, v);
@@ -889,7 +923,7 @@ impl JsonToCbor {
 
     /// A string starts with the quote at `input[i]`. Returns where to continue.
     #[inline(always)]
-    fn begin_string<const DD: bool, const W: bool>(
+    fn begin_string<const DD: bool, const W: bool, const V: bool>(
         &mut self,
         is_key: bool,
         input: &[u8],
@@ -916,20 +950,20 @@ impl JsonToCbor {
         // than the window (so it would never be cut into chunks).
         let start = i + 1;
         let rest = &input[start..];
-        let mut n = plain_ascii_run(rest);
+        let mut n = plain_ascii_run_at::<V>(rest, self.scan);
         if let Some(&stop) = rest.get(n) {
             if stop == b'"' && n <= self.whole_max {
                 return self.whole_string::<DD, W>(is_key, &rest[..n], true, input, start + n, out);
             }
             if stop == b'\\' {
-                if let Some(quote) = self.unescape(input, start) {
+                if let Some(quote) = self.unescape::<V>(input, start) {
                     let text = std::mem::take(&mut self.scratch);
                     let r = self.whole_string::<DD, W>(is_key, &text, false, input, quote, out);
                     self.scratch = text;
                     return r;
                 }
             } else if stop >= 0x80 {
-                n += plain_run(&rest[n..]);
+                n += plain_run_at::<V>(&rest[n..], self.scan);
                 if rest.get(n) == Some(&b'"')
                     && n <= self.whole_max
                     && std::str::from_utf8(&rest[..n]).is_ok()
@@ -953,11 +987,11 @@ impl JsonToCbor {
     /// lone surrogate escape and is short enough for the fast path. Returns
     /// the position of the closing quote; `None` leaves it to the `Str` state.
     #[inline(never)]
-    fn unescape(&mut self, input: &[u8], start: usize) -> Option<usize> {
+    fn unescape<const V: bool>(&mut self, input: &[u8], start: usize) -> Option<usize> {
         self.scratch.clear();
         let mut j = start;
         loop {
-            let n = plain_ascii_run(&input[j..]);
+            let n = plain_ascii_run_at::<V>(&input[j..], self.scan);
             if self.scratch.len() + n > self.whole_max {
                 return None;
             }

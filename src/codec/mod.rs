@@ -30,7 +30,7 @@ pub use error::{CodecError, Reason};
 pub use items::ItemCounter;
 pub use json_to_cbor::JsonToCbor;
 pub use number::SELF_DESCRIBED;
-pub use utf8::go_lossy;
+pub use utf8::{go_lossy, Scan};
 
 /// RFC 3339 text (UTC, Go's RFC3339Nano) for Unix seconds; `None` outside
 /// years 0000–9999. Shared with the admin endpoints.

@@ -3,7 +3,7 @@
 
 use crate::support::*;
 use cborgate::codec::{
-    cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCborOptions, StringMode,
+    cbor_to_json, json_to_cbor, CborToJsonOptions, JsonToCbor, JsonToCborOptions, Scan, StringMode,
 };
 
 fn cases() -> Vec<(String, bool)> {
@@ -63,6 +63,64 @@ fn json_to_cbor_matches_the_real_server() {
             // (2 bytes of tag + raw bytes vs base64 text).
             if !theirs_bytes.windows(1).any(|w| w[0] == 0xd6) {
                 assert_eq!(ours.len(), theirs_bytes.len(), "{case}: size differs");
+            }
+        }
+    }
+}
+
+/// JSON → CBOR at a given scanner level, fed in pieces of `piece` bytes
+/// (the output, or the error's text).
+fn j2c_at(
+    json: &[u8],
+    opts: JsonToCborOptions,
+    level: Scan,
+    piece: usize,
+) -> Result<Vec<u8>, String> {
+    let mut t = JsonToCbor::new(opts);
+    t.set_scan(level);
+    assert_eq!(
+        t.scan(),
+        level,
+        "the CPU runs every level `Scan::available` lists"
+    );
+    let mut out = Vec::new();
+    for p in json.chunks(piece.max(1)) {
+        t.feed(p, &mut out).map_err(|e| e.to_string())?;
+    }
+    t.finish(&mut out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// Differential: every scanner level this CPU has (the portable
+/// word-at-a-time one, SSE2, AVX2) gives the same CBOR as the portable level
+/// fed whole, on every recorded object, whole and cut into pieces, with the
+/// default window and small ones (string chunks and indefinite lengths), in
+/// both string modes.
+#[test]
+fn every_scanner_level_gives_the_same_cbor() {
+    let levels = Scan::available();
+    assert_eq!(levels[0], Scan::Portable);
+    assert_eq!(*levels.last().unwrap(), Scan::detect());
+    for (case, watch) in cases() {
+        let json = read(&case, "b.json");
+        for window in [cborgate::codec::DEFAULT_WINDOW, 40, 7] {
+            for strings in [StringMode::Bytes, StringMode::Text] {
+                let opts = JsonToCborOptions {
+                    watch,
+                    window,
+                    strings,
+                    ..Default::default()
+                };
+                let reference = j2c_at(&json, opts, Scan::Portable, json.len());
+                for &level in &levels {
+                    for piece in [json.len(), 4096, 61, 17, 1] {
+                        assert_eq!(
+                            j2c_at(&json, opts, level, piece),
+                            reference,
+                            "{case}: {level:?}, pieces of {piece}, window {window}, {strings:?}"
+                        );
+                    }
+                }
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use crate::support::bodies::same;
 use cborgate::codec::{
-    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions,
+    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions, Scan,
     StringMode,
 };
 use proptest::prelude::*;
@@ -30,6 +30,10 @@ fn arb_json() -> impl Strategy<Value = Value> {
         .prop_map(Value::from),
         any::<String>().prop_map(Value::String),
         "[a-z\\\\\"\u{0}-\u{1f}é☃🎉]{0,12}".prop_map(Value::String),
+        // Long plain runs with at most one byte that stops the scanner, so
+        // that the vector loops (16 and 32 bytes a step) run and stop
+        // anywhere.
+        "[a-z]{0,70}[\\\\\"\u{1}é]?[a-z]{0,70}".prop_map(Value::String),
     ];
     leaf.prop_recursive(6, 64, 8, |inner| {
         prop_oneof![
@@ -50,7 +54,18 @@ fn cuts(len: usize, seeds: &[usize]) -> Vec<usize> {
 }
 
 fn j2c_chunked(input: &[u8], cuts: &[usize], opts: JsonToCborOptions) -> Result<Vec<u8>, String> {
+    j2c_chunked_at(input, cuts, opts, Scan::detect())
+}
+
+/// [`j2c_chunked`] with the string scanner at `level`.
+fn j2c_chunked_at(
+    input: &[u8],
+    cuts: &[usize],
+    opts: JsonToCborOptions,
+    level: Scan,
+) -> Result<Vec<u8>, String> {
     let mut t = JsonToCbor::new(opts);
+    t.set_scan(level);
     let mut out = Vec::new();
     for w in cuts.windows(2) {
         t.feed(&input[w[0]..w[1]], &mut out)
@@ -215,6 +230,12 @@ proptest! {
         prop_assert_eq!(&pieces, &whole);
         let bytes: Vec<usize> = (0..=json.len()).collect();
         prop_assert_eq!(&j2c_chunked(&json, &bytes, opts).unwrap(), &whole);
+        // Every scanner level, the portable one included, whole and in
+        // pieces.
+        for level in Scan::available() {
+            prop_assert_eq!(&j2c_chunked_at(&json, &[0, json.len()], opts, level).unwrap(), &whole);
+            prop_assert_eq!(&j2c_chunked_at(&json, &cuts(json.len(), &seeds), opts, level).unwrap(), &whole);
+        }
 
         let c_opts = CborToJsonOptions::default();
         let jwhole = c2j_chunked(&whole, &[0, whole.len()], c_opts).unwrap();
@@ -238,6 +259,8 @@ proptest! {
         let opts = JsonToCborOptions { watch: true, ..Default::default() };
         let whole = j2c_chunked(&stream, &[0, stream.len()], opts).unwrap();
         prop_assert_eq!(&j2c_chunked(&stream, &cuts(stream.len(), &seeds), opts).unwrap(), &whole);
+        let portable = j2c_chunked_at(&stream, &cuts(stream.len(), &seeds), opts, Scan::Portable);
+        prop_assert_eq!(&portable.unwrap(), &whole);
         let seq = CborToJsonOptions { sequence: true, ..Default::default() };
         let back = c2j_chunked(&whole, &cuts(whole.len(), &seeds), seq).unwrap();
         prop_assert_eq!(back.iter().filter(|&&b| b == b'\n').count(), events.len());
@@ -257,7 +280,12 @@ proptest! {
             let _ = c2j_chunked(&data, &c, CborToJsonOptions { sequence, ..Default::default() });
         }
         for watch in [false, true] {
-            let _ = j2c_chunked(&data, &c, JsonToCborOptions { watch, window: 64, ..Default::default() });
+            let opts = JsonToCborOptions { watch, window: 64, ..Default::default() };
+            let got = j2c_chunked(&data, &c, opts);
+            // Garbage too: every scanner level gives the same output or error.
+            for level in Scan::available() {
+                prop_assert_eq!(&j2c_chunked_at(&data, &c, opts, level), &got);
+            }
         }
         let _ = cborgate::codec::diag::diagnose(&data, cborgate::codec::diag::BytesAs::TextWhereValid, 100);
     }
@@ -271,5 +299,89 @@ proptest! {
     ) {
         let _ = cbor_to_json(&data, CborToJsonOptions::default());
         let _ = cbor_to_json(&data, CborToJsonOptions { sequence: true, ..Default::default() });
+    }
+}
+
+/// The `json_to_cbor` fuzz target's checks (fuzz/fuzz_targets/json_to_cbor.rs)
+/// as a bounded, seeded run, for machines without cargo-fuzz: the recorded
+/// corpus's JSON (cut to 16 KiB, as the fuzz README's `-max_len`), mutated
+/// with the bytes that stop the string scanner (`"`, `\`, control bytes,
+/// non-ASCII, broken UTF-8) and structural ones, under random options and
+/// random cuts. Each case gives the same outcome — output, or error reason —
+/// at every scanner level, whole and in pieces. Iterations:
+/// `CBORGATE_SCAN_FUZZ_ITERS` (default 400).
+#[test]
+fn scanner_levels_agree_on_mutated_corpus() {
+    let iters: u64 = std::env::var("CBORGATE_SCAN_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    let mut seeds = Vec::new();
+    let dir = crate::support::data().join("corpus/objects");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path().join("b.json");
+        if let Ok(mut b) = std::fs::read(&p) {
+            b.truncate(16 * 1024);
+            seeds.push(b);
+        }
+    }
+    assert!(seeds.len() >= 5, "the recorded corpus");
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n.max(1)
+    };
+    const BYTES: [u8; 16] = [
+        b'"', b'\\', 0x00, 0x1f, b'\n', 0x80, 0xc3, 0xe2, 0xff, b'{', b'}', b'[', b']', b',', b':',
+        b'u',
+    ];
+    let levels = Scan::available();
+    for _ in 0..iters {
+        let mut json = seeds[rnd(seeds.len() as u64) as usize].clone();
+        for _ in 0..rnd(4) {
+            let at = rnd(json.len() as u64 + 1) as usize;
+            let b = BYTES[rnd(BYTES.len() as u64) as usize];
+            match rnd(3) {
+                0 if at < json.len() => json[at] = b,
+                1 => json.insert(at, b),
+                _ => json.truncate(at.max(1)),
+            }
+        }
+        let opts = JsonToCborOptions {
+            watch: rnd(4) == 0,
+            window: [cborgate::codec::DEFAULT_WINDOW, 0, 1, 16, 100][rnd(5) as usize],
+            dedupe_keys: rnd(2) == 0,
+            strings: if rnd(2) == 0 {
+                StringMode::Bytes
+            } else {
+                StringMode::Text
+            },
+            ..JsonToCborOptions::default()
+        };
+        let seeds_: Vec<usize> = (0..rnd(12)).map(|_| rnd(u64::MAX) as usize).collect();
+        let cut = cuts(json.len(), &seeds_);
+        let reference = j2c_chunked_at(&json, &[0, json.len()], opts, Scan::Portable);
+        for &level in &levels {
+            let whole = j2c_chunked_at(&json, &[0, json.len()], opts, level);
+            let pieces = j2c_chunked_at(&json, &cut, opts, level);
+            match (&reference, &whole, &pieces) {
+                (Ok(r), Ok(w), Ok(p)) => {
+                    assert!(r == w && w == p, "{level:?}: output differs");
+                }
+                (Err(r), Err(w), Err(p)) => {
+                    // Fed whole, the same error at the same offset; in
+                    // pieces the same reason (the fuzz target's check).
+                    assert_eq!(r, w, "{level:?}");
+                    let reason = |e: &String| {
+                        e.rsplit_once(" at byte offset ")
+                            .map(|(r, _)| r.to_string())
+                    };
+                    assert_eq!(reason(w), reason(p), "{level:?}");
+                }
+                other => panic!("{level:?}: outcomes differ: {other:?}"),
+            }
+        }
     }
 }
