@@ -21,7 +21,7 @@ use super::media::{
     Format, Negotiated, Offer, Restrictions, DISCOVERY_NOT_ACCEPTABLE_MESSAGE,
     NOT_ACCEPTABLE_MESSAGE, PRODUCES_COLLECTION, PRODUCES_OBJECT,
 };
-use super::route::{self, Method, Route};
+use super::route::{self, Method, ResourceRoute, Route};
 use crate::codec::fields::Schema;
 
 /// `application/json`
@@ -350,12 +350,13 @@ impl<'a> Emulation<'a> {
         // Upgrade mode writes JSON strings as CBOR strings, which a CBOR-enabled server takes
         // as the bytes of a `[]byte` field, not as their base64: a body that may hold one
         // goes up as the JSON it is (docs/wire.md §3, byte fields).
-        let may_hold_bytes = match &route {
+        // Looked up only for such a body, not for every request.
+        let may_hold_bytes = || match &route {
             Route::Resource(r) => byte_fields::may_hold_bytes(byte_fields::typed_body(r)),
             _ => false,
         };
         let body_as_cbor = match (method, content_type.as_ref().map(ContentType::media_type)) {
-            (Method::Post | Method::Put, Some("application/json")) if may_hold_bytes => None,
+            (Method::Post | Method::Put, Some("application/json")) if may_hold_bytes() => None,
             (Method::Post | Method::Put | Method::Delete, Some("application/json")) => Some(CBOR),
             (Method::Patch, Some("application/apply-patch+yaml")) => {
                 Some("application/apply-patch+cbor")
@@ -399,7 +400,7 @@ impl<'a> Emulation<'a> {
                         content_type: content_type.as_ref(),
                         accept_raw: head.accept,
                         produces,
-                        schema: byte_fields::typed_body(r),
+                        route: r,
                     };
                     serve_resource(&request, &accept, &errors, watch)
                 }
@@ -655,8 +656,8 @@ struct ResourceRequest<'r> {
     accept_raw: Option<&'r str>,
     /// The route's `Produces`, for the router's own `Accept` check.
     produces: &'r [&'r str],
-    /// The fields of a typed body that are bytes.
-    schema: Schema,
+    /// The route, for the schema of a CBOR body (`byte_fields`), looked up only then.
+    route: &'r ResourceRoute,
 }
 
 fn serve_resource<'a>(
@@ -719,7 +720,7 @@ fn serve_resource<'a>(
             schema: if upstream_content_type == APPLY_YAML {
                 Schema::Unstructured
             } else {
-                req.schema
+                byte_fields::typed_body(req.route)
             },
         },
         BodyCheck::Fine | BodyCheck::UnsupportedPatch => BodyAction::PassThrough,
