@@ -11,24 +11,12 @@
 use std::io::Write as _;
 
 use super::buf::{extend_prefix, extend_quoted, extend_run};
-use super::utf8::{plain_run, Utf8Sink, REPLACEMENT};
+use super::utf8::{plain_run, Utf8Sink, REPLACEMENT, STR_STOP};
 
 /// Escapes valid UTF-8 into a JSON string body.
 pub(super) struct JsonSink<'a> {
     pub(super) out: &'a mut Vec<u8>,
 }
-
-static NEEDS_ESCAPE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        t[i] = true;
-        i += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -48,7 +36,7 @@ fn write_json_escaped_in(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
         let Some(&c) = src.get(i).filter(|_| i < b) else {
             return;
         };
-        debug_assert!(NEEDS_ESCAPE[c as usize]);
+        debug_assert!(STR_STOP[c as usize]);
         let (seq, len) = escape(c);
         extend_prefix(out, &seq, len);
         start = i + 1;

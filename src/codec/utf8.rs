@@ -166,7 +166,7 @@ impl Utf8Stream {
 
 /// Bytes that end a plain run inside a JSON string: `"`, `\` and control
 /// characters (the bytes JSON requires to be escaped).
-static STR_STOP: [bool; 256] = {
+pub(super) static STR_STOP: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 0x20 {
