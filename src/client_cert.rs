@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use pingora::listeners::TlsAccept;
 use pingora::protocols::tls::TlsRef;
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::CryptoProvider;
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -63,7 +63,8 @@ pub struct ClientCas {
     front_proxy: RwLock<Option<Verifier>>,
     /// `server.requestheader_allowed_names` (empty: any CN the CA signed).
     allowed_names: Vec<String>,
-    supported: Vec<SignatureScheme>,
+    /// The provider's signature algorithms, read once rather than per handshake.
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
 fn current(v: &RwLock<Option<Verifier>>) -> Option<Verifier> {
@@ -85,9 +86,7 @@ impl ClientCas {
             client: RwLock::new(load("server.client_ca_file", client_ca)?),
             front_proxy: RwLock::new(load("server.requestheader_client_ca_file", front_proxy_ca)?),
             allowed_names: allowed_names.to_vec(),
-            supported: provider()
-                .signature_verification_algorithms
-                .supported_schemes(),
+            algorithms: provider().signature_verification_algorithms,
         }))
     }
 
@@ -247,12 +246,7 @@ impl ClientCertVerifier for ClientCas {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -261,16 +255,11 @@ impl ClientCertVerifier for ClientCas {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.supported.clone()
+        self.algorithms.supported_schemes()
     }
 }
 
