@@ -166,13 +166,12 @@ impl BodyCodec {
     /// [`BodyCodec::take_unsent`].
     pub fn chunk(&mut self, data: Option<&Bytes>, end: bool) -> Result<Bytes, CodecError> {
         let room = data.map_or(0, |d| d.len() + d.len() / 2);
-        let buffers = Arc::clone(&self.buffers);
-        let mut out = buffers.take(room);
+        let mut out = self.buffers.take(room);
         match self.chunk_into(data.map(|d| &d[..]), end, &mut out) {
-            Ok(()) => Ok(buffers.send(out)),
+            Ok(()) => Ok(self.buffers.send(out)),
             Err(e) => {
                 if self.watch && !out.is_empty() {
-                    self.unsent = Some(buffers.send(out));
+                    self.unsent = Some(self.buffers.send(out));
                 }
                 Err(e)
             }
@@ -268,56 +267,36 @@ impl BodyCodec {
 pub struct Gzip {
     encoder: GzEncoder<Vec<u8>>,
     time: Duration,
-    /// Output buffers to hand out and reuse; without them each chunk is a copy.
-    buffers: Option<Arc<OutputBuffers>>,
+    /// Output buffers to hand out and reuse.
+    buffers: Arc<OutputBuffers>,
 }
 
 /// The gzip encoder's output buffer.
 const GZIP_BUFFER: usize = 32 * 1024;
 
-impl Default for Gzip {
-    fn default() -> Self {
-        Gzip {
-            encoder: GzEncoder::new(
-                Vec::with_capacity(GZIP_BUFFER),
-                Compression::new(GZIP_LEVEL),
-            ),
-            time: Duration::ZERO,
-            buffers: None,
-        }
-    }
-}
-
 impl Gzip {
     /// A gzip stage whose output buffers come from `buffers`.
     pub fn with_buffers(buffers: &Arc<OutputBuffers>) -> Self {
         Gzip {
-            buffers: Some(Arc::clone(buffers)),
-            ..Gzip::default()
+            encoder: GzEncoder::new(buffers.take(GZIP_BUFFER), Compression::new(GZIP_LEVEL)),
+            time: Duration::ZERO,
+            buffers: Arc::clone(buffers),
         }
     }
 
     /// Compress one chunk (and, at the end, finish the stream): what is ready to send.
-    /// The output buffer is reused; only what is ready is copied out.
+    /// What is ready goes out in the encoder's own buffer, not a copy of it.
     pub fn chunk(&mut self, data: &[u8], end: bool) -> std::io::Result<Bytes> {
         let started = Instant::now();
         self.encoder.write_all(data)?;
         if end {
             self.encoder.try_finish()?;
         }
-        let ready = self.encoder.get_mut();
-        let out = match &self.buffers {
-            // What is ready goes out as it is; the encoder writes on into a kept buffer.
-            Some(buffers) => {
-                let next = buffers.take(GZIP_BUFFER);
-                buffers.send(std::mem::replace(ready, next))
-            }
-            None => {
-                let out = Bytes::copy_from_slice(ready);
-                ready.clear();
-                out
-            }
-        };
+        // What is ready goes out as it is; the encoder writes on into a kept buffer.
+        let next = self.buffers.take(GZIP_BUFFER);
+        let out = self
+            .buffers
+            .send(std::mem::replace(self.encoder.get_mut(), next));
         self.time += started.elapsed();
         Ok(out)
     }
@@ -335,7 +314,7 @@ mod tests {
 
     #[test]
     fn gzip_stage_streams_a_valid_gzip_body() {
-        let mut g = Gzip::default();
+        let mut g = Gzip::with_buffers(&Arc::default());
         let piece: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
         let mut wire = Vec::new();
         let mut largest = 0;
@@ -357,7 +336,7 @@ mod tests {
 
     #[test]
     fn gzip_stage_of_an_empty_body_is_an_empty_gzip_stream() {
-        let mut g = Gzip::default();
+        let mut g = Gzip::with_buffers(&Arc::default());
         let wire = g.chunk(&[], true).unwrap();
         let mut plain = Vec::new();
         flate2::read::GzDecoder::new(&wire[..])
