@@ -47,7 +47,8 @@ pub(crate) fn decode_typed_body(body: &[u8], bytes_map: Option<&str>) -> Result<
         let len = d
             .map()
             .map_err(|e| fail(e, || "cbor: malformed map".into()))?;
-        map(&mut d, len, 1, bytes_map).map(Value::Object)?
+        let values = bytes_map.map_or(Values::Any, Values::BytesMapAt);
+        map(&mut d, len, 1, values).map(Value::Object)?
     } else {
         item(&mut d, 1)?
     };
@@ -158,7 +159,7 @@ fn item(d: &mut Decoder<'_>, depth: usize) -> Result<Value, String> {
         }
         5 => {
             let len = d.map().map_err(|e| fail(e, malformed))?;
-            map(d, len, depth, None).map(Value::Object)
+            map(d, len, depth, Values::Any).map(Value::Object)
         }
         6 => tagged(d, depth),
         _ => simple(d, b),
@@ -196,11 +197,22 @@ fn each<'b>(
 /// A map of text or byte string keys (Kubernetes decodes into
 /// `map[string]interface{}`); a key seen twice, in either form, is refused
 /// (DupMapKeyEnforcedAPF).
+/// What a map's values are, for `[]byte` fields.
+#[derive(Clone, Copy)]
+enum Values<'a> {
+    /// Anything, decoded as [`item`] decodes it.
+    Any,
+    /// Anything, but the value under this key is `map[string][]byte`.
+    BytesMapAt(&'a str),
+    /// `[]byte`, each ([`byte_value`]).
+    Bytes,
+}
+
 fn map(
     d: &mut Decoder<'_>,
     len: Option<u64>,
     depth: usize,
-    bytes_map: Option<&str>,
+    values: Values<'_>,
 ) -> Result<Map<String, Value>, String> {
     let mut out = Map::new();
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
@@ -223,22 +235,15 @@ fn map(
                 "cbor: found duplicate map key \"{name}\" at map element index {index}"
             ));
         }
-        let value = if bytes_map == Some(name.as_str()) && peek(d)? >> 5 == 5 {
-            let len = d
-                .map()
-                .map_err(|e| fail(e, || "cbor: malformed map".into()))?;
-            let mut values = Map::new();
-            each(d, len, |d| {
-                let k = match peek(d)? >> 5 {
-                    2 => go_string(&string_bytes(d, 2)?),
-                    _ => text(d)?,
-                };
-                values.insert(k, byte_value(d, depth + 2)?);
-                Ok(())
-            })?;
-            Value::Object(values)
-        } else {
-            item(d, depth + 1)?
+        let value = match values {
+            Values::Bytes => byte_value(d, depth + 1)?,
+            Values::BytesMapAt(field) if field == name && peek(d)? >> 5 == 5 => {
+                let len = d
+                    .map()
+                    .map_err(|e| fail(e, || "cbor: malformed map".into()))?;
+                Value::Object(map(d, len, depth + 1, Values::Bytes)?)
+            }
+            _ => item(d, depth + 1)?,
         };
         out.insert(name, value);
         index += 1;
