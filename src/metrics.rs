@@ -87,6 +87,17 @@ pub struct Metrics {
     pub connections_refused_total: IntCounter,
     pub request_head_timeouts_total: IntCounter,
     pub memory_trims_total: IntCounter,
+    /// The codec series of each [`CODECS`] row, looked up once here rather than by
+    /// label at every body ([`Metrics::codec`]).
+    codecs: Vec<CodecSeries>,
+}
+
+/// One direction and pair of formats of the codec families: its time, and the bytes
+/// on each side.
+pub struct CodecSeries {
+    pub duration: prometheus::Histogram,
+    pub bytes_from: IntCounter,
+    pub bytes_to: IntCounter,
 }
 
 /// The `file` label values of `cborgate_reloads_total`.
@@ -161,7 +172,7 @@ impl Metrics {
             }
         };
         let count = |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
-        let m = Metrics {
+        let mut m = Metrics {
             requests_total: family!("counter", "cborgate_requests_total",
                 "Requests handled, by normalised verb, status code and the request and response body formats.",
                 counter(&["verb", "code", "request_format", "response_format"])),
@@ -236,7 +247,18 @@ impl Metrics {
                 count),
             registry,
             families,
+            codecs: Vec::new(),
         };
+        m.codecs = CODECS
+            .iter()
+            .map(|&(direction, from, to)| CodecSeries {
+                duration: m
+                    .codec_duration_seconds
+                    .with_label_values(&[direction, from, to]),
+                bytes_from: m.codec_bytes_total.with_label_values(&[direction, from]),
+                bytes_to: m.codec_bytes_total.with_label_values(&[direction, to]),
+            })
+            .collect();
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
@@ -294,6 +316,16 @@ impl Metrics {
                     .with_label_values(&[method.as_str(), result]);
             }
         }
+    }
+
+    /// The series of `direction` (`request` or `response`) from format `from` to `to`,
+    /// one of the [`CODECS`] rows.
+    pub fn codec(&self, direction: &str, from: &str, to: &str) -> &CodecSeries {
+        let row = CODECS
+            .iter()
+            .position(|&c| c == (direction, from, to))
+            .expect("a codec direction and formats from CODECS");
+        &self.codecs[row]
     }
 
     /// The Prometheus text exposition of every family.

@@ -9,7 +9,7 @@ use crate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
     Transcoder,
 };
-use crate::metrics::metrics;
+use crate::metrics::{metrics, CodecSeries};
 use crate::negotiate::encoding::GZIP_LEVEL;
 use bytes::Bytes;
 use flate2::write::GzEncoder;
@@ -45,9 +45,8 @@ struct WatchMetrics {
 /// One body's transcoding state.
 pub struct BodyCodec {
     direction: Direction,
-    /// The `from` and `to` metric labels.
-    from: &'static str,
-    to: &'static str,
+    /// The codec families' series for this direction and pair of formats.
+    series: &'static CodecSeries,
     watch: bool,
     inner: Box<dyn Transcoder>,
     codec_time: Duration,
@@ -129,18 +128,16 @@ impl BodyCodec {
         inner: Box<dyn Transcoder>,
     ) -> Self {
         let m = metrics();
+        let series = m.codec(direction.label(), from, to);
         let watch_metrics = watch.then(|| WatchMetrics {
             // Transcoded or not, the events are CBOR ones (docs/wire.md §6).
             events: m.watch_events_total.with_label_values(&["cbor"]),
-            event_time: m
-                .codec_duration_seconds
-                .with_label_values(&[direction.label(), from, to]),
+            event_time: series.duration.clone(),
         });
         BodyCodec {
             watch_metrics,
             direction,
-            from,
-            to,
+            series,
             watch,
             inner,
             codec_time: Duration::ZERO,
@@ -239,19 +236,11 @@ impl BodyCodec {
 
     /// Record bytes (and, for single bodies, the codec time) once.
     fn account(&mut self) {
-        let m = metrics();
-        let (from, to) = (self.from, self.to);
-        let dir = self.direction.label();
-        m.codec_bytes_total
-            .with_label_values(&[dir, from])
-            .inc_by(self.bytes_in);
-        m.codec_bytes_total
-            .with_label_values(&[dir, to])
-            .inc_by(self.bytes_out);
+        let series = self.series;
+        series.bytes_from.inc_by(self.bytes_in);
+        series.bytes_to.inc_by(self.bytes_out);
         if !self.watch {
-            m.codec_duration_seconds
-                .with_label_values(&[dir, from, to])
-                .observe(self.codec_time.as_secs_f64());
+            series.duration.observe(self.codec_time.as_secs_f64());
         }
     }
 }

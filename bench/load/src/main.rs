@@ -549,6 +549,18 @@ fn main() {
                 m.per_request.cpu()
             );
         }
+        for (config, kib) in &idle {
+            println!(
+                "1,000 idle watches over HTTP/1.1, {}: {kib:.1} KiB each",
+                config.name()
+            );
+        }
+        if let Some(h2) = &idle_h2 {
+            println!(
+                "1,000 idle watches over HTTP/2: {:.1} KiB each, {} upstream connections for {}",
+                h2.kib_per_watch, h2.upstream_connections, h2.watches
+            );
+        }
         eprintln!("--only {only}: no report written");
         return;
     }
