@@ -47,7 +47,8 @@ use super::number::{
     MAJOR_BYTES, MAJOR_MAP, MAJOR_TEXT, SELF_DESCRIBED,
 };
 use super::utf8::{
-    plain_ascii_run_at, plain_run_at, Scan, Scanner, Utf8Sink, Utf8Stream, REPLACEMENT,
+    ascii_stop16, plain_ascii_run_at, plain_run_at, Scan, Scanner, Utf8Sink, Utf8Stream,
+    REPLACEMENT,
 };
 use super::{JsonToCborOptions, StringMode};
 
@@ -946,6 +947,14 @@ impl JsonToCbor {
                 self.key_start = self.keys.key_start();
             }
         }
+        // Most strings are short: plain ASCII closed within the first
+        // sixteen bytes, with 24 bytes of input from the string on. Head and
+        // text then go in with one fixed-size copy.
+        if let Some((n, chunk)) = short_string::<V>(input, i, self.whole_max) {
+            self.inline += 1;
+            extend_head_prefix(&mut self.body, self.str_major | n as u8, chunk, n);
+            return self.string_written::<DD, W>(is_key, &chunk[..n], true, input, i + 1 + n, out);
+        }
         // Fast path: the whole string is here, plain, valid UTF-8 and shorter
         // than the window (so it would never be cut into chunks).
         let start = i + 1;
@@ -1076,6 +1085,22 @@ impl JsonToCbor {
                 self.body.extend_from_slice(s);
             }
         }
+        self.string_written::<DD, W>(is_key, s, raw, input, quote, out)
+    }
+
+    /// [`Self::whole_string`] once the string is in the body: the key's
+    /// bookkeeping and the colon, or the end of the value.
+    #[inline(always)]
+    fn string_written<const DD: bool, const W: bool>(
+        &mut self,
+        is_key: bool,
+        s: &[u8],
+        raw: bool,
+        input: &[u8],
+        quote: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, CodecError> {
+        let n = s.len();
         let mut next = quote + 1;
         if is_key {
             if DD {
@@ -1522,6 +1547,21 @@ fn copy_minus_holes(
         }
     }
     cur
+}
+
+/// The string whose opening quote is at `input[i]`, when it is short: plain
+/// ASCII closed within sixteen bytes, no longer than `whole_max`, and the
+/// input goes on for 24 bytes from its first byte. Returns its length and
+/// those 24 bytes, for [`extend_head_prefix`].
+#[inline(always)]
+fn short_string<const V: bool>(
+    input: &[u8],
+    i: usize,
+    whole_max: usize,
+) -> Option<(usize, &[u8; 24])> {
+    let chunk = input.get(i + 1..)?.first_chunk::<24>()?;
+    let n = ascii_stop16::<V>(chunk.first_chunk::<16>()?)?;
+    (chunk.get(n) == Some(&b'"') && n <= whole_max).then_some((n, chunk))
 }
 
 /// Append `src[a..b]`. Runs between escapes are mostly short: those are

@@ -441,6 +441,14 @@ pub(crate) fn plain_ascii_run_at<const V: bool>(s: &[u8], scan: Scanner) -> usiz
     run_at::<V>(s, true, scan)
 }
 
+/// Where the first byte of `block` that stops a plain ASCII run is (as
+/// [`plain_ascii_run_at`]), or `None`: one step of the scan, for callers
+/// with a short string in a block already at hand.
+#[inline(always)]
+pub(crate) fn ascii_stop16<const V: bool>(block: &[u8; 16]) -> Option<usize> {
+    first_stop16::<V>(block, true)
+}
+
 /// [`plain_ascii_run`] of `s[..n]`, reading whole blocks from `s` beyond `n`
 /// where it has them (the caller's string sits inside a larger buffer).
 #[inline(always)]
