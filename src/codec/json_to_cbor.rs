@@ -227,6 +227,22 @@ macro_rules! with_options {
     };
 }
 
+/// What each two-byte escape `\\x` stands for, by `x`; 0 where there is none
+/// (`\\u` and anything invalid). A table, not a `match`: mostly one escape
+/// (`\\"`) comes after another, and a jump table on it mispredicts.
+const ESCAPED: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t[b'n' as usize] = b'\n';
+    t[b'r' as usize] = b'\r';
+    t[b't' as usize] = b'\t';
+    t
+};
+
 const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
 const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
 
@@ -1011,30 +1027,24 @@ impl JsonToCbor {
                 b'\\' => {}
                 _ => return None,
             }
-            let c = match *input.get(j + 1)? {
-                b'"' => b'"',
-                b'\\' => b'\\',
-                b'/' => b'/',
-                b'b' => 0x08,
-                b'f' => 0x0c,
-                b'n' => b'\n',
-                b'r' => b'\r',
-                b't' => b'\t',
-                b'u' => {
-                    let mut v = 0u32;
-                    for &h in input.get(j + 2..j + 6)? {
-                        v = (v << 4) | (h as char).to_digit(16)?;
-                    }
-                    // Surrogates (pairs and lone ones) take the slow path.
-                    let c = char::from_u32(v)?;
-                    let mut buf = [0u8; 4];
-                    self.scratch
-                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                    j += 6;
-                    continue;
+            let e = *input.get(j + 1)?;
+            let c = ESCAPED[e as usize];
+            if c == 0 {
+                if e != b'u' {
+                    return None;
                 }
-                _ => return None,
-            };
+                let mut v = 0u32;
+                for &h in input.get(j + 2..j + 6)? {
+                    v = (v << 4) | (h as char).to_digit(16)?;
+                }
+                // Surrogates (pairs and lone ones) take the slow path.
+                let c = char::from_u32(v)?;
+                let mut buf = [0u8; 4];
+                self.scratch
+                    .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                j += 6;
+                continue;
+            }
             self.scratch.push(c);
             j += 2;
         }
