@@ -165,6 +165,86 @@ struct Frame {
     entry: usize,
 }
 
+/// The open containers. The innermost one, which every token reads or
+/// updates (its kind, its count), is a field of its own at a fixed place
+/// rather than the last element of a `Vec` (a length and a pointer to load
+/// first); the ones around it are in `below`, which keeps its allocation
+/// across documents.
+#[derive(Debug)]
+struct Stack {
+    top: Frame,
+    depth: usize,
+    below: Vec<Frame>,
+}
+
+impl Stack {
+    fn new() -> Stack {
+        Stack {
+            top: Frame {
+                kind: Container::Array,
+                head: NONE,
+                count: 0,
+                entry: NONE,
+            },
+            depth: 0,
+            below: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.depth == 0
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.depth
+    }
+
+    #[inline(always)]
+    fn last(&self) -> Option<&Frame> {
+        (self.depth > 0).then_some(&self.top)
+    }
+
+    #[inline(always)]
+    fn last_mut(&mut self) -> Option<&mut Frame> {
+        (self.depth > 0).then_some(&mut self.top)
+    }
+
+    #[inline(always)]
+    fn push(&mut self, f: Frame) {
+        if self.depth > 0 {
+            self.below.push(self.top);
+        }
+        self.top = f;
+        self.depth += 1;
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<Frame> {
+        if self.depth == 0 {
+            return None;
+        }
+        let f = self.top;
+        self.depth -= 1;
+        if let Some(b) = self.below.pop() {
+            self.top = b;
+        }
+        Some(f)
+    }
+
+    fn clear(&mut self) {
+        self.below.clear();
+        self.depth = 0;
+    }
+
+    /// Every open container, innermost first.
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Frame> {
+        let top = (self.depth > 0).then_some(&mut self.top);
+        top.into_iter().chain(self.below.iter_mut().rev())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Num {
     Minus,
@@ -262,7 +342,7 @@ pub struct JsonToCbor {
     /// a smaller window).
     flush_at: usize,
     state: State,
-    stack: Vec<Frame>,
+    stack: Stack,
     // Emitter.
     body: Vec<u8>,
     /// Bytes of heads and placeholders in `body`.
@@ -331,7 +411,7 @@ impl JsonToCbor {
                 .min(usize::try_from(opts.limits.max_string_len).unwrap_or(usize::MAX)),
             flush_at: opts.window,
             state: State::Value,
-            stack: Vec::new(),
+            stack: Stack::new(),
             body: Vec::new(),
             inline: 0,
             slots: Vec::new(),
@@ -366,7 +446,7 @@ impl JsonToCbor {
     /// with the same options, but keep the buffers already allocated, so a
     /// reused transcoder allocates nothing once warmed up.
     pub fn reset(&mut self) {
-        let mut stack = std::mem::take(&mut self.stack);
+        let mut stack = std::mem::replace(&mut self.stack, Stack::new());
         let mut body = std::mem::take(&mut self.body);
         let mut slots = std::mem::take(&mut self.slots);
         let mut holes = std::mem::take(&mut self.holes);
@@ -1465,7 +1545,7 @@ impl JsonToCbor {
         };
         self.slots.clear();
         self.holes.clear();
-        for f in &mut self.stack {
+        for f in self.stack.iter_mut() {
             f.head = NONE;
         }
         if open_string && end > 0 {
