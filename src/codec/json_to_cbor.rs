@@ -725,13 +725,13 @@ impl JsonToCbor {
             self.window_check(out);
         }
         match self.state {
-            State::Value => self.begin_value::<DD, W, V>(b, input, i, out),
+            State::Value => self.begin_value::<DD, W, V, false>(b, input, i, out),
             State::ArrayFirst => {
                 if b == b']' {
                     self.close::<DD, W>(Container::Array, i, out)?;
                     Ok(i + 1)
                 } else {
-                    self.begin_value::<DD, W, V>(b, input, i, out)
+                    self.begin_value::<DD, W, V, false>(b, input, i, out)
                 }
             }
             State::ObjectFirst | State::Key => match b {
@@ -838,15 +838,26 @@ impl JsonToCbor {
                 if self.state != State::Value {
                     return Ok(i);
                 }
+                // The value of the pair: the container is an object (no
+                // element count, no `]`).
+                let Some(&b) = input.get(i) else {
+                    return Ok(i);
+                };
+                if is_ws(b) {
+                    return Ok(i);
+                }
+                self.window_check(out);
+                i = self.begin_value::<DD, W, V, true>(b, input, i, out)?;
+            } else {
+                let Some(&b) = input.get(i) else {
+                    return Ok(i);
+                };
+                if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
+                    return Ok(i);
+                }
+                self.window_check(out);
+                i = self.begin_value::<DD, W, V, false>(b, input, i, out)?;
             }
-            let Some(&b) = input.get(i) else {
-                return Ok(i);
-            };
-            if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
-                return Ok(i);
-            }
-            self.window_check(out);
-            i = self.begin_value::<DD, W, V>(b, input, i, out)?;
             match self.state {
                 State::AfterValue => {}
                 State::ObjectFirst => {
@@ -905,15 +916,22 @@ impl JsonToCbor {
     }
 
     /// A value starts with `b` at `input[i]`. Returns where to continue.
+    /// `PAIR`: it is the value of a key just read (so the innermost
+    /// container is an object, which counts pairs at their keys).
     #[inline(always)]
-    fn begin_value<const DD: bool, const W: bool, const V: bool>(
+    fn begin_value<const DD: bool, const W: bool, const V: bool, const PAIR: bool>(
         &mut self,
         b: u8,
         input: &[u8],
         i: usize,
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
-        if self.stack.is_empty() {
+        if PAIR {
+            debug_assert!(self
+                .stack
+                .last()
+                .is_some_and(|f| f.kind == Container::Object));
+        } else if self.stack.is_empty() {
             // A new document (or watch event) starts.
             self.body.extend_from_slice(&SELF_DESCRIBED);
         } else if let Some(f) = self.stack.last_mut() {
