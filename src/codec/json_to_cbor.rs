@@ -23,7 +23,11 @@
 //! in the current input piece (no escapes, valid UTF-8, shorter than the
 //! window) has its final head written straight into `body`. The bytes are the
 //! same either way; the window counts content bytes only, so heads and
-//! placeholders are tracked (`inline`) and left out of it.
+//! placeholders are tracked (`inline`) and left out of it. Most keys and
+//! values are short ASCII: one that closes within sixteen bytes takes one
+//! scan step and one fixed-size copy (`short_string`), and the innermost
+//! open container, which every token reads or counts into, is kept apart
+//! from the ones around it ([`Stack`]).
 //!
 //! Specialised per option set: duplicate detection (`DD`) and watch mode (`W`)
 //! change what happens at every key and value, so [`JsonToCbor::feed`] picks
@@ -1067,7 +1071,14 @@ impl JsonToCbor {
         if let Some((n, chunk)) = short_string::<V>(input, i, self.whole_max) {
             self.inline += 1;
             extend_head_prefix(&mut self.body, self.str_major | n as u8, chunk, n);
-            return self.string_written::<DD, W>(is_key, &chunk[..n], true, input, i + 1 + n, out);
+            return self.whole_string::<DD, W, true>(
+                is_key,
+                &chunk[..n],
+                true,
+                input,
+                i + 1 + n,
+                out,
+            );
         }
         // Fast path: the whole string is here, plain, valid UTF-8 and shorter
         // than the window (so it would never be cut into chunks).
@@ -1076,12 +1087,14 @@ impl JsonToCbor {
         let mut n = plain_ascii_run_at::<V>(rest, self.scan);
         if let Some(&stop) = rest.get(n) {
             if stop == b'"' && n <= self.whole_max {
-                return self.whole_string::<DD, W>(is_key, &rest[..n], true, input, start + n, out);
+                let s = &rest[..n];
+                return self.whole_string::<DD, W, false>(is_key, s, true, input, start + n, out);
             }
             if stop == b'\\' {
                 if let Some(quote) = self.unescape::<V>(input, start) {
                     let text = std::mem::take(&mut self.scratch);
-                    let r = self.whole_string::<DD, W>(is_key, &text, false, input, quote, out);
+                    let r =
+                        self.whole_string::<DD, W, false>(is_key, &text, false, input, quote, out);
                     self.scratch = text;
                     return r;
                 }
@@ -1091,9 +1104,10 @@ impl JsonToCbor {
                     && n <= self.whole_max
                     && std::str::from_utf8(&rest[..n]).is_ok()
                 {
-                    return self.whole_string::<DD, W>(
+                    let s = &rest[..n];
+                    return self.whole_string::<DD, W, false>(
                         is_key,
-                        &rest[..n],
+                        s,
                         true,
                         input,
                         start + n,
@@ -1153,10 +1167,11 @@ impl JsonToCbor {
     }
 
     /// A whole string `s` whose closing quote is at `input[quote]`: its head
-    /// goes straight into the body. `raw`: `s` is the input right before the
-    /// quote. Returns where to continue.
+    /// goes straight into the body (unless `WRITTEN`: the caller has put it
+    /// there already). `raw`: `s` is the input right before the quote.
+    /// Returns where to continue.
     #[inline(always)]
-    fn whole_string<const DD: bool, const W: bool>(
+    fn whole_string<const DD: bool, const W: bool, const WRITTEN: bool>(
         &mut self,
         is_key: bool,
         s: &[u8],
@@ -1166,7 +1181,9 @@ impl JsonToCbor {
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
         let n = s.len();
-        if n < 24 {
+        if WRITTEN {
+            // The short-string path has put head and text there.
+        } else if n < 24 {
             self.inline += 1;
             // Most strings are short: head and text are assembled in a
             // fixed-size buffer and appended at once (one capacity check, no
@@ -1193,22 +1210,6 @@ impl JsonToCbor {
                 self.body.extend_from_slice(s);
             }
         }
-        self.string_written::<DD, W>(is_key, s, raw, input, quote, out)
-    }
-
-    /// [`Self::whole_string`] once the string is in the body: the key's
-    /// bookkeeping and the colon, or the end of the value.
-    #[inline(always)]
-    fn string_written<const DD: bool, const W: bool>(
-        &mut self,
-        is_key: bool,
-        s: &[u8],
-        raw: bool,
-        input: &[u8],
-        quote: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<usize, CodecError> {
-        let n = s.len();
         let mut next = quote + 1;
         if is_key {
             if DD {
