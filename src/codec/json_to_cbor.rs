@@ -23,7 +23,11 @@
 //! in the current input piece (no escapes, valid UTF-8, shorter than the
 //! window) has its final head written straight into `body`. The bytes are the
 //! same either way; the window counts content bytes only, so heads and
-//! placeholders are tracked (`inline`) and left out of it.
+//! placeholders are tracked (`inline`) and left out of it. Most keys and
+//! values are short ASCII: one that closes within sixteen bytes takes one
+//! scan step and one fixed-size copy (`short_string`), and the innermost
+//! open container, which every token reads or counts into, is kept apart
+//! from the ones around it ([`Stack`]).
 //!
 //! Specialised per option set: duplicate detection (`DD`) and watch mode (`W`)
 //! change what happens at every key and value, so [`JsonToCbor::feed`] picks
@@ -47,7 +51,8 @@ use super::number::{
     MAJOR_BYTES, MAJOR_MAP, MAJOR_TEXT, SELF_DESCRIBED,
 };
 use super::utf8::{
-    plain_ascii_run_at, plain_run_at, Scan, Scanner, Utf8Sink, Utf8Stream, REPLACEMENT,
+    ascii_stop16, plain_ascii_run_at, plain_run_at, Scan, Scanner, Utf8Sink, Utf8Stream,
+    REPLACEMENT,
 };
 use super::{JsonToCborOptions, StringMode};
 
@@ -164,6 +169,86 @@ struct Frame {
     entry: usize,
 }
 
+/// The open containers. The innermost one, which every token reads or
+/// updates (its kind, its count), is a field of its own at a fixed place
+/// rather than the last element of a `Vec` (a length and a pointer to load
+/// first); the ones around it are in `below`, which keeps its allocation
+/// across documents.
+#[derive(Debug)]
+struct Stack {
+    top: Frame,
+    depth: usize,
+    below: Vec<Frame>,
+}
+
+impl Stack {
+    fn new() -> Stack {
+        Stack {
+            top: Frame {
+                kind: Container::Array,
+                head: NONE,
+                count: 0,
+                entry: NONE,
+            },
+            depth: 0,
+            below: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.depth == 0
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.depth
+    }
+
+    #[inline(always)]
+    fn last(&self) -> Option<&Frame> {
+        (self.depth > 0).then_some(&self.top)
+    }
+
+    #[inline(always)]
+    fn last_mut(&mut self) -> Option<&mut Frame> {
+        (self.depth > 0).then_some(&mut self.top)
+    }
+
+    #[inline(always)]
+    fn push(&mut self, f: Frame) {
+        if self.depth > 0 {
+            self.below.push(self.top);
+        }
+        self.top = f;
+        self.depth += 1;
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<Frame> {
+        if self.depth == 0 {
+            return None;
+        }
+        let f = self.top;
+        self.depth -= 1;
+        if let Some(b) = self.below.pop() {
+            self.top = b;
+        }
+        Some(f)
+    }
+
+    fn clear(&mut self) {
+        self.below.clear();
+        self.depth = 0;
+    }
+
+    /// Every open container, innermost first.
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Frame> {
+        let top = (self.depth > 0).then_some(&mut self.top);
+        top.into_iter().chain(self.below.iter_mut().rev())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Num {
     Minus,
@@ -226,6 +311,22 @@ macro_rules! with_options {
     };
 }
 
+/// What each two-byte escape `\\x` stands for, by `x`; 0 where there is none
+/// (`\\u` and anything invalid). A table, not a `match`: mostly one escape
+/// (`\\"`) comes after another, and a jump table on it mispredicts.
+const ESCAPED: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t[b'n' as usize] = b'\n';
+    t[b'r' as usize] = b'\r';
+    t[b't' as usize] = b'\t';
+    t
+};
+
 const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
 const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
 
@@ -245,7 +346,7 @@ pub struct JsonToCbor {
     /// a smaller window).
     flush_at: usize,
     state: State,
-    stack: Vec<Frame>,
+    stack: Stack,
     // Emitter.
     body: Vec<u8>,
     /// Bytes of heads and placeholders in `body`.
@@ -314,7 +415,7 @@ impl JsonToCbor {
                 .min(usize::try_from(opts.limits.max_string_len).unwrap_or(usize::MAX)),
             flush_at: opts.window,
             state: State::Value,
-            stack: Vec::new(),
+            stack: Stack::new(),
             body: Vec::new(),
             inline: 0,
             slots: Vec::new(),
@@ -349,7 +450,7 @@ impl JsonToCbor {
     /// with the same options, but keep the buffers already allocated, so a
     /// reused transcoder allocates nothing once warmed up.
     pub fn reset(&mut self) {
-        let mut stack = std::mem::take(&mut self.stack);
+        let mut stack = std::mem::replace(&mut self.stack, Stack::new());
         let mut body = std::mem::take(&mut self.body);
         let mut slots = std::mem::take(&mut self.slots);
         let mut holes = std::mem::take(&mut self.holes);
@@ -628,13 +729,13 @@ impl JsonToCbor {
             self.window_check(out);
         }
         match self.state {
-            State::Value => self.begin_value::<DD, W, V>(b, input, i, out),
+            State::Value => self.begin_value::<DD, W, V, false>(b, input, i, out),
             State::ArrayFirst => {
                 if b == b']' {
                     self.close::<DD, W>(Container::Array, i, out)?;
                     Ok(i + 1)
                 } else {
-                    self.begin_value::<DD, W, V>(b, input, i, out)
+                    self.begin_value::<DD, W, V, false>(b, input, i, out)
                 }
             }
             State::ObjectFirst | State::Key => match b {
@@ -741,15 +842,26 @@ impl JsonToCbor {
                 if self.state != State::Value {
                     return Ok(i);
                 }
+                // The value of the pair: the container is an object (no
+                // element count, no `]`).
+                let Some(&b) = input.get(i) else {
+                    return Ok(i);
+                };
+                if is_ws(b) {
+                    return Ok(i);
+                }
+                self.window_check(out);
+                i = self.begin_value::<DD, W, V, true>(b, input, i, out)?;
+            } else {
+                let Some(&b) = input.get(i) else {
+                    return Ok(i);
+                };
+                if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
+                    return Ok(i);
+                }
+                self.window_check(out);
+                i = self.begin_value::<DD, W, V, false>(b, input, i, out)?;
             }
-            let Some(&b) = input.get(i) else {
-                return Ok(i);
-            };
-            if is_ws(b) || (b == b']' && self.state == State::ArrayFirst) {
-                return Ok(i);
-            }
-            self.window_check(out);
-            i = self.begin_value::<DD, W, V>(b, input, i, out)?;
             match self.state {
                 State::AfterValue => {}
                 State::ObjectFirst => {
@@ -808,15 +920,22 @@ impl JsonToCbor {
     }
 
     /// A value starts with `b` at `input[i]`. Returns where to continue.
+    /// `PAIR`: it is the value of a key just read (so the innermost
+    /// container is an object, which counts pairs at their keys).
     #[inline(always)]
-    fn begin_value<const DD: bool, const W: bool, const V: bool>(
+    fn begin_value<const DD: bool, const W: bool, const V: bool, const PAIR: bool>(
         &mut self,
         b: u8,
         input: &[u8],
         i: usize,
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
-        if self.stack.is_empty() {
+        if PAIR {
+            debug_assert!(self
+                .stack
+                .last()
+                .is_some_and(|f| f.kind == Container::Object));
+        } else if self.stack.is_empty() {
             // A new document (or watch event) starts.
             self.body.extend_from_slice(&SELF_DESCRIBED);
         } else if let Some(f) = self.stack.last_mut() {
@@ -946,6 +1065,21 @@ impl JsonToCbor {
                 self.key_start = self.keys.key_start();
             }
         }
+        // Most strings are short: plain ASCII closed within the first
+        // sixteen bytes, with 24 bytes of input from the string on. Head and
+        // text then go in with one fixed-size copy.
+        if let Some((n, chunk)) = short_string::<V>(input, i, self.whole_max) {
+            self.inline += 1;
+            extend_head_prefix(&mut self.body, self.str_major | n as u8, chunk, n);
+            return self.whole_string::<DD, W, true>(
+                is_key,
+                &chunk[..n],
+                true,
+                input,
+                i + 1 + n,
+                out,
+            );
+        }
         // Fast path: the whole string is here, plain, valid UTF-8 and shorter
         // than the window (so it would never be cut into chunks).
         let start = i + 1;
@@ -953,12 +1087,14 @@ impl JsonToCbor {
         let mut n = plain_ascii_run_at::<V>(rest, self.scan);
         if let Some(&stop) = rest.get(n) {
             if stop == b'"' && n <= self.whole_max {
-                return self.whole_string::<DD, W>(is_key, &rest[..n], true, input, start + n, out);
+                let s = &rest[..n];
+                return self.whole_string::<DD, W, false>(is_key, s, true, input, start + n, out);
             }
             if stop == b'\\' {
                 if let Some(quote) = self.unescape::<V>(input, start) {
                     let text = std::mem::take(&mut self.scratch);
-                    let r = self.whole_string::<DD, W>(is_key, &text, false, input, quote, out);
+                    let r =
+                        self.whole_string::<DD, W, false>(is_key, &text, false, input, quote, out);
                     self.scratch = text;
                     return r;
                 }
@@ -968,9 +1104,10 @@ impl JsonToCbor {
                     && n <= self.whole_max
                     && std::str::from_utf8(&rest[..n]).is_ok()
                 {
-                    return self.whole_string::<DD, W>(
+                    let s = &rest[..n];
+                    return self.whole_string::<DD, W, false>(
                         is_key,
-                        &rest[..n],
+                        s,
                         true,
                         input,
                         start + n,
@@ -1002,30 +1139,24 @@ impl JsonToCbor {
                 b'\\' => {}
                 _ => return None,
             }
-            let c = match *input.get(j + 1)? {
-                b'"' => b'"',
-                b'\\' => b'\\',
-                b'/' => b'/',
-                b'b' => 0x08,
-                b'f' => 0x0c,
-                b'n' => b'\n',
-                b'r' => b'\r',
-                b't' => b'\t',
-                b'u' => {
-                    let mut v = 0u32;
-                    for &h in input.get(j + 2..j + 6)? {
-                        v = (v << 4) | (h as char).to_digit(16)?;
-                    }
-                    // Surrogates (pairs and lone ones) take the slow path.
-                    let c = char::from_u32(v)?;
-                    let mut buf = [0u8; 4];
-                    self.scratch
-                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                    j += 6;
-                    continue;
+            let e = *input.get(j + 1)?;
+            let c = ESCAPED[e as usize];
+            if c == 0 {
+                if e != b'u' {
+                    return None;
                 }
-                _ => return None,
-            };
+                let mut v = 0u32;
+                for &h in input.get(j + 2..j + 6)? {
+                    v = (v << 4) | (h as char).to_digit(16)?;
+                }
+                // Surrogates (pairs and lone ones) take the slow path.
+                let c = char::from_u32(v)?;
+                let mut buf = [0u8; 4];
+                self.scratch
+                    .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                j += 6;
+                continue;
+            }
             self.scratch.push(c);
             j += 2;
         }
@@ -1036,10 +1167,11 @@ impl JsonToCbor {
     }
 
     /// A whole string `s` whose closing quote is at `input[quote]`: its head
-    /// goes straight into the body. `raw`: `s` is the input right before the
-    /// quote. Returns where to continue.
+    /// goes straight into the body (unless `WRITTEN`: the caller has put it
+    /// there already). `raw`: `s` is the input right before the quote.
+    /// Returns where to continue.
     #[inline(always)]
-    fn whole_string<const DD: bool, const W: bool>(
+    fn whole_string<const DD: bool, const W: bool, const WRITTEN: bool>(
         &mut self,
         is_key: bool,
         s: &[u8],
@@ -1049,7 +1181,9 @@ impl JsonToCbor {
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
         let n = s.len();
-        if n < 24 {
+        if WRITTEN {
+            // The short-string path has put head and text there.
+        } else if n < 24 {
             self.inline += 1;
             // Most strings are short: head and text are assembled in a
             // fixed-size buffer and appended at once (one capacity check, no
@@ -1430,7 +1564,7 @@ impl JsonToCbor {
         };
         self.slots.clear();
         self.holes.clear();
-        for f in &mut self.stack {
+        for f in self.stack.iter_mut() {
             f.head = NONE;
         }
         if open_string && end > 0 {
@@ -1522,6 +1656,21 @@ fn copy_minus_holes(
         }
     }
     cur
+}
+
+/// The string whose opening quote is at `input[i]`, when it is short: plain
+/// ASCII closed within sixteen bytes, no longer than `whole_max`, and the
+/// input goes on for 24 bytes from its first byte. Returns its length and
+/// those 24 bytes, for [`extend_head_prefix`].
+#[inline(always)]
+fn short_string<const V: bool>(
+    input: &[u8],
+    i: usize,
+    whole_max: usize,
+) -> Option<(usize, &[u8; 24])> {
+    let chunk = input.get(i + 1..)?.first_chunk::<24>()?;
+    let n = ascii_stop16::<V>(chunk.first_chunk::<16>()?)?;
+    (chunk.get(n) == Some(&b'"') && n <= whole_max).then_some((n, chunk))
 }
 
 /// Append `src[a..b]`. Runs between escapes are mostly short: those are

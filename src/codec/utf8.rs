@@ -375,16 +375,24 @@ fn run_at<const V: bool>(s: &[u8], ascii: bool, scan: Scanner) -> usize {
             return at;
         }
         i = 16;
+        // Many keys and values end in the next sixteen bytes: one more step
+        // inline before the loop.
+        if let Some(block) = s.get(16..).and_then(|r| r.first_chunk::<16>()) {
+            if let Some(at) = first_stop16::<V>(block, ascii) {
+                return 16 + at;
+            }
+            i = 32;
+        }
         // A long run: thirty-two bytes a step where the CPU has AVX2.
         #[cfg(target_arch = "x86_64")]
-        if V && s.len() >= 48 && scan.0 == Scan::Avx2 {
+        if V && s.len() >= 64 && scan.0 == Scan::Avx2 {
             // SAFETY: a `Scanner` holds `Avx2` only when
             // `is_x86_feature_detected!("avx2")` found it on this CPU (see
             // `Scanner::new`), the only requirement of `run32`, which reads
             // within `s` only.
-            let (n, found) = unsafe { x86::run32(&s[16..], ascii) };
+            let (n, found) = unsafe { x86::run32(&s[32..], ascii) };
             if found {
-                return 16 + n;
+                return 32 + n;
             }
             i += n;
         }
@@ -439,6 +447,14 @@ pub(crate) fn plain_run_at<const V: bool>(s: &[u8], scan: Scanner) -> usize {
 #[inline(always)]
 pub(crate) fn plain_ascii_run_at<const V: bool>(s: &[u8], scan: Scanner) -> usize {
     run_at::<V>(s, true, scan)
+}
+
+/// Where the first byte of `block` that stops a plain ASCII run is (as
+/// [`plain_ascii_run_at`]), or `None`: one step of the scan, for callers
+/// with a short string in a block already at hand.
+#[inline(always)]
+pub(crate) fn ascii_stop16<const V: bool>(block: &[u8; 16]) -> Option<usize> {
+    first_stop16::<V>(block, true)
 }
 
 /// [`plain_ascii_run`] of `s[..n]`, reading whole blocks from `s` beyond `n`

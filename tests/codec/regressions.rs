@@ -1,6 +1,7 @@
 //! Regression tests for inputs found by the fuzz targets (`fuzz/`), or by
 //! differential runs over their corpus. Each feeds the input found, or a
-//! smaller one with the same fault, and asserts the right result.
+//! smaller one with the same fault, and asserts the right result. Also
+//! written-out cases for fast paths the property tests seldom reach.
 
 use cborgate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, StringMode,
@@ -84,5 +85,36 @@ fn duplicate_long_keys_in_adjacent_pairs() {
     for size in [1, 2, 7, 40] {
         let pieces = run(JsonToCbor::new(opts), json.as_bytes(), size).unwrap();
         assert_eq!(pieces, want, "in pieces of {size}");
+    }
+}
+
+/// Every two-byte escape, `\u` escapes and invalid escapes, in keys and
+/// values short and long: the whole-string fast path (`unescape`, which
+/// reads escapes from a table) decodes them as the byte-at-a-time state
+/// machine does, and rejects the same ones at the same offset.
+#[test]
+fn escapes_decode_alike_whole_and_in_pieces() {
+    let pad = "p".repeat(40);
+    let mut cases: Vec<String> = Vec::new();
+    for e in [
+        "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u00e9", "\\u0041",
+    ] {
+        cases.push(format!(
+            r#"{{"k{e}":"v{e}","{pad}{e}":["{e}{pad}","{e}"]}}"#
+        ));
+    }
+    for (i, e) in ["\\a", "\\x", "\\U0041", "\\u00g1", "\\0", "\\ "]
+        .iter()
+        .enumerate()
+    {
+        cases.push(format!(r#"{{"k":"{}{e}"}}"#, "v".repeat(i * 7)));
+    }
+    let opts = JsonToCborOptions::default();
+    for json in &cases {
+        let whole = run(JsonToCbor::new(opts), json.as_bytes(), 0);
+        let bytewise = run(JsonToCbor::new(opts), json.as_bytes(), 1);
+        assert_eq!(whole, bytewise, "{json}");
+        let want: Result<serde_json::Value, _> = serde_json::from_str(json);
+        assert_eq!(whole.is_ok(), want.is_ok(), "{json}");
     }
 }
