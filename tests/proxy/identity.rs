@@ -6,17 +6,13 @@
 //! allowed CN, and records who each request is to it. The client CA reloads from disk.
 
 use crate::support::harness::{eventually, Harness};
-use crate::support::pki::{Ca, Leaf};
+use crate::support::pki::{client_cert_acceptor, provider, Ca, Leaf};
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
 
 fn dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("cborgate-identity-{tag}-{}", std::process::id()));
@@ -94,20 +90,7 @@ fn who(tls_client: Option<&str>, headers: &[(String, String)]) -> String {
 /// certificates against `front_proxy_ca` and records every request.
 fn upstream(rt: &tokio::runtime::Runtime, cluster: &Ca, front_proxy_ca: &Ca) -> (SocketAddr, Log) {
     let server = cluster.server("upstream-serving");
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(front_proxy_ca.der()).unwrap();
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .allow_unauthenticated()
-            .build()
-            .unwrap();
-    let cfg = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(vec![server.der.clone()], server.key.clone_key())
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let acceptor = client_cert_acceptor(front_proxy_ca.der(), server.der, server.key, true);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();

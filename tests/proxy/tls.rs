@@ -3,6 +3,7 @@
 //! with a CA made in the test, presenting a client certificate.
 
 use crate::support::harness::{eventually, Harness};
+use crate::support::pki::{client_cert_acceptor, provider};
 use cborgate::codec::{cbor_to_json, CborToJsonOptions};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
@@ -15,10 +16,6 @@ struct Pki {
     dir: PathBuf,
     ca_der: CertificateDer<'static>,
     server: (CertificateDer<'static>, PrivateKeyDer<'static>),
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A CA, a server certificate for localhost/127.0.0.1 and a client
@@ -215,19 +212,12 @@ fn tls_upstream(
     backend: std::net::SocketAddr,
     rt: &tokio::runtime::Runtime,
 ) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(p.ca_der.clone()).unwrap();
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .unwrap();
-    let cfg = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(vec![p.server.0.clone()], p.server.1.clone_key())
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let acceptor = client_cert_acceptor(
+        p.ca_der.clone(),
+        p.server.0.clone(),
+        p.server.1.clone_key(),
+        false,
+    );
     let seen = Arc::new(AtomicUsize::new(0));
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))

@@ -122,3 +122,36 @@ impl Ca {
         }
     }
 }
+
+/// The crypto provider the tests' TLS ends use (ring, as cborgate).
+pub fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    std::sync::Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A TLS acceptor serving `cert` that verifies client certificates against `ca`:
+/// required, or, with `optional`, checked only when a client presents one.
+pub fn client_cert_acceptor(
+    ca: rustls::pki_types::CertificateDer<'static>,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+    optional: bool,
+) -> tokio_rustls::TlsAcceptor {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        provider(),
+    );
+    let builder = if optional {
+        builder.allow_unauthenticated()
+    } else {
+        builder
+    };
+    let cfg = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(builder.build().unwrap())
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg))
+}
