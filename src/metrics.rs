@@ -291,14 +291,8 @@ impl Metrics {
                     .with_label_values(&[direction, reason.as_str()]);
             }
         }
-        for (direction, from, to) in CODECS {
-            self.codec_duration_seconds
-                .with_label_values(&[direction, from, to]);
-            for format in [from, to] {
-                self.codec_bytes_total
-                    .with_label_values(&[direction, format]);
-            }
-        }
+        // The codec families' series exist already: `Metrics::new` resolves every
+        // `CODECS` row into `codecs`.
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
         }

@@ -36,10 +36,10 @@ impl Direction {
     }
 }
 
-/// The series a watch stream's events move, looked up once per stream.
+/// The series a watch stream's events move, looked up once per stream (their time
+/// goes to the body's codec series).
 struct WatchMetrics {
     events: prometheus::IntCounter,
-    event_time: prometheus::Histogram,
 }
 
 /// One body's transcoding state.
@@ -132,7 +132,6 @@ impl BodyCodec {
         let watch_metrics = watch.then(|| WatchMetrics {
             // Transcoded or not, the events are CBOR ones (docs/wire.md §6).
             events: m.watch_events_total.with_label_values(&["cbor"]),
-            event_time: series.duration.clone(),
         });
         BodyCodec {
             watch_metrics,
@@ -224,7 +223,7 @@ impl BodyCodec {
                 w.events.inc_by(new);
                 let per = spent.as_secs_f64() / new as f64;
                 for _ in 0..new.min(64) {
-                    w.event_time.observe(per);
+                    self.series.duration.observe(per);
                 }
             }
         }
