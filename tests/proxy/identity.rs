@@ -7,7 +7,8 @@
 
 use crate::support::harness::{eventually, Harness};
 use crate::support::pki::{client_cert_acceptor, provider, Ca, Leaf};
-use rustls::pki_types::{CertificateDer, ServerName};
+use crate::tls::{connect, open_tls_watch};
+use rustls::pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -183,15 +184,6 @@ fn client(ca: &Ca, cert: Option<&Leaf>, alpn: &[u8]) -> Arc<rustls::ClientConfig
     };
     cfg.alpn_protocols = vec![alpn.to_vec()];
     Arc::new(cfg)
-}
-
-use crate::tls::Tls;
-
-async fn connect(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
-    let tcp = tokio::net::TcpStream::connect(addr).await?;
-    tokio_rustls::TlsConnector::from(cfg.clone())
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
 }
 
 /// One HTTP/1.1 request over TLS; the status line's code, or why there was none (a
@@ -710,16 +702,8 @@ fn replacing_the_client_ca_changes_who_is_accepted_and_open_watches_stay_open() 
         "bob's CA is not trusted yet"
     );
     // A watch opened as alice.
-    let mut watch = rt.block_on(async {
-        let mut w = connect(h.proxy, &as_alice).await.unwrap();
-        w.write_all(b"GET /api/v1/namespaces/demo/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n")
-            .await
-            .unwrap();
-        let mut buf = vec![0u8; 4096];
-        let n = w.read(&mut buf).await.unwrap();
-        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-        w
-    });
+    let mut watch =
+        rt.block_on(async { open_tls_watch(connect(h.proxy, &as_alice).await.unwrap()).await });
     // The other CA replaces the client CA on disk (written aside, renamed over).
     let tmp = c.dir.join("client-ca.crt.tmp");
     std::fs::copy(&c.other_ca.path, &tmp).unwrap();

@@ -342,12 +342,27 @@ fn trusting(cas: &[&CertificateDer<'static>]) -> Arc<rustls::ClientConfig> {
 
 pub(crate) type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
 
-async fn tls_connect(addr: std::net::SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> Tls {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+/// A TLS connection to the proxy at `addr`, as `localhost`.
+pub(crate) async fn connect(
+    addr: std::net::SocketAddr,
+    cfg: &Arc<rustls::ClientConfig>,
+) -> std::io::Result<Tls> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
     tokio_rustls::TlsConnector::from(cfg.clone())
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
-        .unwrap()
+}
+
+/// A watch on `demo` configmaps opened on `w`, its answer's head read (a 200).
+pub(crate) async fn open_tls_watch(mut w: Tls) -> Tls {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    w.write_all(b"GET /api/v1/namespaces/demo/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = w.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    w
 }
 
 /// A watch on `demo` configmaps opened before a reload still delivers an event made
@@ -373,8 +388,9 @@ async fn served(
     addr: std::net::SocketAddr,
     cfg: &Arc<rustls::ClientConfig>,
 ) -> CertificateDer<'static> {
-    tls_connect(addr, cfg)
+    connect(addr, cfg)
         .await
+        .unwrap()
         .get_ref()
         .1
         .peer_certificates()
@@ -403,7 +419,6 @@ fn secret_volume_swap(dir: &Path, version: &str, from: &Path, files: &[&str]) {
 
 #[test]
 fn the_serving_certificate_reloads_from_a_secret_volume_and_on_sighup() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (v1, v2) = (pki("serve-v1"), pki("serve-v2"));
     let dir = std::env::temp_dir().join(format!("cborgate-secret-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -426,16 +441,8 @@ fn the_serving_certificate_reloads_from_a_secret_volume_and_on_sighup() {
         .unwrap();
     assert_eq!(rt.block_on(served(h.proxy, &cfg)), v1.server.0);
     // A watch opened with the old certificate.
-    let mut watch = rt.block_on(async {
-        let mut w = tls_connect(h.proxy, &cfg).await;
-        w.write_all(b"GET /api/v1/namespaces/demo/configmaps?watch=1 HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\r\n")
-            .await
-            .unwrap();
-        let mut buf = vec![0u8; 4096];
-        let n = w.read(&mut buf).await.unwrap();
-        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-        w
-    });
+    let mut watch =
+        rt.block_on(async { open_tls_watch(connect(h.proxy, &cfg).await.unwrap()).await });
 
     secret_volume_swap(&dir, "v2", &v2.dir, &files);
     eventually(10, "new connections get the new certificate", || {
