@@ -44,6 +44,7 @@
 //! smoke test: every path once on small inputs.
 
 mod gen;
+mod stats;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -57,6 +58,7 @@ use cborgate::codec::{
 use cborgate::proxy::body::Gzip;
 use minicbor::Encoder;
 use serde_json::Value;
+use stats::median;
 
 // ------------------------------------------------------------ allocations
 
@@ -358,20 +360,6 @@ const PATHS: [(&str, &str); 7] = [
 
 fn path_index(path: &str) -> usize {
     PATHS.iter().position(|p| p.0 == path).unwrap()
-}
-
-/// The median of `q` (NaN if empty).
-fn median(q: &mut [f64]) -> f64 {
-    if q.is_empty() {
-        return f64::NAN;
-    }
-    q.sort_by(f64::total_cmp);
-    let h = q.len() / 2;
-    if q.len() % 2 == 1 {
-        q[h]
-    } else {
-        (q[h - 1] + q[h]) / 2.0
-    }
 }
 
 struct Row {

@@ -35,6 +35,7 @@
 
 #[allow(dead_code)] // the watch stream is not measured here
 mod gen;
+mod stats;
 
 fn main() {
     #[cfg(target_arch = "x86_64")]
@@ -52,6 +53,7 @@ mod x86 {
     use cborgate::codec::{json_to_cbor, JsonToCbor, JsonToCborOptions};
 
     use super::gen;
+    use super::stats::median;
 
     const MAJOR_UINT: u8 = 0x00;
     const MAJOR_NINT: u8 = 0x20;
@@ -507,11 +509,6 @@ mod x86 {
         }
     }
 
-    fn median(mut v: Vec<f64>) -> f64 {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    }
-
     pub fn main() {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let measure = args.iter().any(|a| a == "--measure");
@@ -605,8 +602,8 @@ mod x86 {
                     mbs(best[2]),
                     mbs(best[3]),
                     mbs(best[4]),
-                    median(two_v),
-                    median(codec_v),
+                    median(&mut two_v),
+                    median(&mut codec_v),
                     idx.len() as f64 * 1000.0 / input.len() as f64,
                 );
             }
