@@ -217,6 +217,11 @@ impl<S: Read + Write> Conn<S> {
         }
     }
 
+    /// The stream underneath (a TLS stream's peer certificate, say).
+    pub fn stream(&self) -> &S {
+        self.r.get_ref()
+    }
+
     /// Send a request (see [`request_bytes`]). A server may answer early and close
     /// (a 413 before the body): a failed write is left for the read to show.
     pub fn send(

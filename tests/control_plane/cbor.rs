@@ -31,14 +31,6 @@ impl Item {
         }
     }
 
-    pub fn get_mut(&mut self, k: &str) -> Option<&mut Item> {
-        match self {
-            Item::Map(m) => m.iter_mut().find(|(key, _)| key.is_key(k)).map(|(_, v)| v),
-            Item::Tag(_, inner) => inner.get_mut(k),
-            _ => None,
-        }
-    }
-
     /// Set text key `k` of a map (replacing it, or appending it).
     pub fn set(&mut self, k: &str, v: Item) {
         match self {
@@ -94,16 +86,6 @@ pub fn decode(bytes: &[u8]) -> Item {
         "trailing bytes after one CBOR item"
     );
     item
-}
-
-/// Every item of a CBOR Sequence (a watch stream).
-pub fn decode_seq(bytes: &[u8]) -> Vec<Item> {
-    let mut d = Decoder::new(bytes);
-    let mut out = Vec::new();
-    while d.position() < bytes.len() {
-        out.push(read(&mut d));
-    }
-    out
 }
 
 fn read(d: &mut Decoder) -> Item {

@@ -211,6 +211,19 @@ impl Service {
         self.proc.as_mut().expect("running").check_alive();
     }
 
+    pub fn pid(&self) -> u32 {
+        self.proc.as_ref().expect("running").pid()
+    }
+
+    /// Whether it was started and has exited since.
+    pub fn exited(&mut self) -> bool {
+        self.proc.as_mut().is_some_and(|p| p.exited())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     pub fn log(&self) -> PathBuf {
         self.dir.join(format!("{}.log", self.name))
     }
@@ -358,6 +371,8 @@ pub struct Gate {
     pub addr: String,
     pub admin: String,
     pub mode: String,
+    /// The client CA bundle it verifies clients with (`--client-ca-file`).
+    pub client_ca: PathBuf,
 }
 
 impl Gate {
@@ -373,6 +388,10 @@ impl Gate {
         extra: &[&str],
     ) -> Gate {
         let admin = format!("127.0.0.1:{}", free_port());
+        // Its own copy of the client CA bundle, which a case rotates.
+        let client_ca = dir.join(format!("{name}-client-ca.crt"));
+        std::fs::copy(&pki.ca.path, &client_ca).unwrap();
+        let client_ca = s(&client_ca);
         let mut args: Vec<String> = [
             "serve",
             "--listen",
@@ -390,7 +409,7 @@ impl Gate {
             "--tls-key",
             &pki.gate_serving.key_path,
             "--client-ca-file",
-            &pki.ca.path,
+            &client_ca,
             "--upstream-client-cert",
             &pki.front_proxy_client.cert_path,
             "--upstream-client-key",
@@ -413,6 +432,7 @@ impl Gate {
             addr: listen.to_string(),
             admin,
             mode: mode.to_string(),
+            client_ca: PathBuf::from(client_ca),
         };
         g.wait_listening();
         g

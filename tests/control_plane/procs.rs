@@ -96,6 +96,11 @@ impl Proc {
         }
     }
 
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Send `signal` (libc::SIGTERM, SIGHUP, …).
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill(2) on our own child's pid.
