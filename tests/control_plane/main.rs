@@ -162,6 +162,22 @@ impl Suite {
     }
 }
 
+impl Drop for Suite {
+    /// Stop everything in the reverse order of its start, so that no client is
+    /// left waiting on a server that went first.
+    fn drop(&mut self) {
+        for svc in [self.kcm.as_mut(), self.sched.as_mut()].into_iter().flatten() {
+            svc.stop();
+        }
+        self.gate.svc.stop();
+        if let Some(a) = self.api_cbor.as_mut() {
+            a.svc.stop();
+        }
+        self.api.svc.stop();
+        self.etcd.stop();
+    }
+}
+
 type Case = (&'static str, fn(&mut Suite));
 
 /// A case's way of saying it cannot run here (and why): not a pass, not a failure.
