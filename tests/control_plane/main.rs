@@ -166,7 +166,10 @@ impl Drop for Suite {
     /// Stop everything in the reverse order of its start, so that no client is
     /// left waiting on a server that went first.
     fn drop(&mut self) {
-        for svc in [self.kcm.as_mut(), self.sched.as_mut()].into_iter().flatten() {
+        for svc in [self.kcm.as_mut(), self.sched.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             svc.stop();
         }
         self.gate.svc.stop();
