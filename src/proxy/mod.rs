@@ -246,7 +246,9 @@ impl ProxyHttp for Gate {
     }
 
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
-        ex.identity = Some(identity::decide(session, &self.identity_headers));
+        let who = identity::decide(session, &self.identity_headers);
+        ex.pool = identity::pool_of(session, &who);
+        ex.identity = Some(who);
         let (p, head_bytes, declared_len) = self.plan(session);
         let limits = self.codecs.request;
         if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
@@ -287,12 +289,13 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
         let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
-        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1());
+        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1())
+            || ex.pool.http1_only(ex.refused_retries);
         let cert = ex.identity.as_ref().is_some_and(|id| id.upstream_cert);
         ex.upstream_started = Some(Instant::now());
         match self.upstream.resolver.resolve().await {
             Ok(addr) => {
-                let mut peer = self.upstream.peer(addr, long_running, cert);
+                let mut peer = self.upstream.peer(addr, long_running, cert, ex.pool);
                 let h2 = self.upstream.choose_http_version(&mut peer, http1_only);
                 // A retry gives back the turn it held before it waits for the next.
                 ex.connect_turn = None;
