@@ -446,8 +446,10 @@ impl ProxyHttp for Gate {
         _context: ProxyWarnLogContext,
     ) -> bool {
         // The 415 replay is auto mode working as designed (counted in
-        // `cborgate_fallbacks_total`), not something to warn about.
-        replay::is_replay(ex, e)
+        // `cborgate_fallbacks_total`), and so is sending again a request the upstream
+        // refused unprocessed (counted in `cborgate_upstream_retries_total`; docs/wire.md
+        // §5a): neither is something to warn about.
+        replay::is_replay(ex, e) || local_reply::refused(e)
     }
 
     async fn fail_to_proxy(

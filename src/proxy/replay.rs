@@ -77,6 +77,7 @@ pub fn decide_retry(e: &mut Error, ex: &mut Exchange, session: &Session, client_
             ex.refused_retries += 1;
         }
         let reason = if refused { "refused" } else { "connection" };
+        tracing::debug!(reason, error = %e, "sending the request upstream again");
         metrics()
             .upstream_retries_total
             .with_label_values(&[reason])
