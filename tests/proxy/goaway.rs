@@ -117,12 +117,13 @@ async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
         };
         tokio::select! {
             next = conn.accept() => {
-                // A stream the client reset before it was taken is no reason to drop the
-                // connection (and the streams still being answered on it).
-                let (req, mut respond) = match next {
-                    Some(Ok(stream)) => stream,
-                    Some(Err(_)) => continue,
-                    None => return,
+                let Some(Ok((req, mut respond))) = next else {
+                    // Gone away and done. Go's server keeps the socket open for its
+                    // `goAwayTimeout` (1 s) before it closes it, so that the client reads
+                    // the last GOAWAY before the close; closing at once, with the client's
+                    // late streams unread, would reset the connection and lose it.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    return;
                 };
                 if going_away.is_some() || gone {
                     seen.refused.fetch_add(1, Ordering::SeqCst);
