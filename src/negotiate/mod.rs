@@ -19,6 +19,8 @@
 //!   through, replay after a 415), what it teaches, and the format label.
 //! - [`identity`]: who the request is (client certificate, trusted front proxy, nobody)
 //!   and which identity headers are removed from or added to the upstream request.
+//! - [`pool`]: which upstream connections a request may share (anonymous requests get
+//!   their own), and whether a failed attempt is sent again.
 
 pub mod auto;
 pub mod byte_fields;
@@ -29,6 +31,7 @@ pub mod identity;
 pub mod local;
 pub mod media;
 pub mod plan;
+pub mod pool;
 pub mod response;
 pub mod route;
 

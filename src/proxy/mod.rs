@@ -246,7 +246,9 @@ impl ProxyHttp for Gate {
     }
 
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
-        ex.identity = Some(identity::decide(session, &self.identity_headers));
+        let who = identity::decide(session, &self.identity_headers);
+        ex.pool = identity::pool_of(session, &who);
+        ex.identity = Some(who);
         let (p, head_bytes, declared_len) = self.plan(session);
         let limits = self.codecs.request;
         if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
@@ -287,12 +289,13 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
         let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
-        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1());
+        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1())
+            || ex.pool.http1_only(ex.refused_retries);
         let cert = ex.identity.as_ref().is_some_and(|id| id.upstream_cert);
         ex.upstream_started = Some(Instant::now());
         match self.upstream.resolver.resolve().await {
             Ok(addr) => {
-                let mut peer = self.upstream.peer(addr, long_running, cert);
+                let mut peer = self.upstream.peer(addr, long_running, cert, ex.pool);
                 let h2 = self.upstream.choose_http_version(&mut peer, http1_only);
                 // A retry gives back the turn it held before it waits for the next.
                 ex.connect_turn = None;
@@ -443,8 +446,10 @@ impl ProxyHttp for Gate {
         _context: ProxyWarnLogContext,
     ) -> bool {
         // The 415 replay is auto mode working as designed (counted in
-        // `cborgate_fallbacks_total`), not something to warn about.
-        replay::is_replay(ex, e)
+        // `cborgate_fallbacks_total`), and so is sending again a request the upstream
+        // refused unprocessed (counted in `cborgate_upstream_retries_total`; docs/wire.md
+        // §5a): neither is something to warn about.
+        replay::is_replay(ex, e) || local_reply::refused(e)
     }
 
     async fn fail_to_proxy(

@@ -5,6 +5,7 @@
 
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
+use crate::negotiate::pool::Pool;
 use crate::reload::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
@@ -229,7 +230,14 @@ impl Upstream {
     /// A peer for one request to `addr`. Long-running requests (watches,
     /// upgrades, followed logs) get no read timeout at all. `client_cert`: present
     /// the upstream client certificate (pooled connections are kept apart by it).
-    pub fn peer(&self, addr: SocketAddr, long_running: bool, client_cert: bool) -> Box<HttpPeer> {
+    /// `pool`: the connections it may share (anonymous requests get their own).
+    pub fn peer(
+        &self,
+        addr: SocketAddr,
+        long_running: bool,
+        client_cert: bool,
+        pool: Pool,
+    ) -> Box<HttpPeer> {
         let mut peer = HttpPeer::new(addr, self.url.tls, self.url.host.clone());
         peer.options.connection_timeout = Some(self.connect_timeout);
         peer.options.read_timeout = if long_running {
@@ -239,8 +247,9 @@ impl Upstream {
         };
         peer.client_cert_key = self.tls.client().filter(|_| client_cert);
         peer.options.ca = self.tls.ca();
-        // Pooled connections are reused only with the credentials they were made with.
-        peer.group_key = self.tls.generation();
+        // Pooled connections are reused only with the credentials they were made with,
+        // and only by requests of the same pool (docs/wire.md §5a).
+        peer.group_key = pool.group_key(self.tls.generation());
         // pingora forwards only WebSocket upgrades by default; kubectl falls
         // back to SPDY/3.1 for exec, attach and port-forward, so keep any
         // upgrade handshake whole (this applies only when `Upgrade` is present).
@@ -311,7 +320,7 @@ impl Upstream {
     pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
         let attempt = async {
             let addr = self.resolver.resolve().await?;
-            let mut peer = self.peer(addr, false, true);
+            let mut peer = self.peer(addr, false, true, Pool::Credentialed);
             self.choose_http_version(&mut peer, false);
             let (mut session, _) = connector
                 .get_http_session(&*peer)

@@ -23,6 +23,7 @@ mod cluster;
 mod controllers;
 mod cost;
 mod findings;
+mod goaway;
 mod http;
 mod kubectl_parity;
 mod layout;
@@ -198,6 +199,7 @@ fn cases() -> Vec<Case> {
     all.extend(kubectl_parity::CASES);
     all.extend(cbor_client::CASES);
     all.extend(findings::CASES);
+    all.extend(goaway::CASES);
     all.extend(controllers::LATE_CASES);
     all.extend(operations::CASES);
     all.extend(modes::CASES);

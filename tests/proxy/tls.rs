@@ -574,7 +574,9 @@ fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
     assert_eq!(tls.client().unwrap().serial(), second);
 }
 
-/// Sends a JSON watch on its own HTTP/1.1 connection.
+/// Sends a JSON watch on its own HTTP/1.1 connection, with a bearer token as client-go's
+/// watches have (a request without credentials goes upstream over HTTP/1.1 on
+/// connections of its own: docs/wire.md §5a).
 fn send_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
     use std::io::Write;
     let mut s = std::net::TcpStream::connect(proxy).unwrap();
@@ -582,7 +584,7 @@ fn send_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
         .unwrap();
     s.write_all(
         b"GET /api/v1/namespaces/demo/configmaps?watch=1&resourceVersion=0 HTTP/1.1\r\n\
-          Host: x\r\nAccept: application/json\r\n\r\n",
+          Host: x\r\nAccept: application/json\r\nAuthorization: Bearer watcher\r\n\r\n",
     )
     .unwrap();
     s
