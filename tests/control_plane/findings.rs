@@ -1,8 +1,5 @@
 //! What real traffic found that no stand-in could, each pinned against the real
-//! apiserver:
-//! - anonymous requests make kube-apiserver end its HTTP/2 connection (GOAWAY, an
-//!   unauthenticated-client mitigation); authenticated requests sharing that
-//!   connection must not fail with it;
+//! apiserver (the anonymous requests that end HTTP/2 connections: `goaway.rs`):
 //! - a generic CBOR client's GET-then-PUT keeps `[]byte` fields (ConfigMap
 //!   `binaryData`, Secret `data`) byte for byte, as it does against a CBOR-enabled
 //!   apiserver;
@@ -13,18 +10,12 @@ use crate::cbor::{self, Item};
 use crate::cbor_client::{cbor_request, ACCEPT};
 use crate::cluster::{metric_sum, Gate};
 use crate::controllers::{create, namespace};
-use crate::http::{Client, Cred};
+use crate::http::Client;
 use crate::procs::free_port;
 use crate::Suite;
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 
-pub const CASES: [crate::Case; 4] = [
-    (
-        "anonymous_requests_do_not_fail_token_requests",
-        anonymous_alongside,
-    ),
+pub const CASES: [crate::Case; 3] = [
     (
         "generic_cbor_round_trip_keeps_byte_fields",
         byte_fields_round_trip,
@@ -32,109 +23,6 @@ pub const CASES: [crate::Case; 4] = [
     ("gzip_list_within_5_percent_of_native", gzip_size),
     ("upstream_reset_is_not_counted_as_499", upstream_reset),
 ];
-
-/// 120 token POSTs (4 clients × 30, each on its keep-alive connection) through
-/// cborgate over its HTTP/2 upstream connections, while an anonymous client asks
-/// for `/version` on a keep-alive connection of its own: no POST fails, and the
-/// anonymous client's connection is not closed under it.
-fn anonymous_alongside(s: &mut Suite) {
-    let ns = "cp-anonymous";
-    namespace(&s.through, ns);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (anon_requests, anon_reconnects) =
-        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let anon = s.gate.client_as(&s.pki, &Cred::Anonymous);
-    let anon_thread = {
-        let (stop, n, reconnects) = (stop.clone(), anon_requests.clone(), anon_reconnects.clone());
-        std::thread::spawn(move || {
-            let mut conn = anon.conn();
-            while !stop.load(Ordering::Relaxed) {
-                anon.send(
-                    &mut conn,
-                    "GET",
-                    "/version",
-                    &[("Accept", "application/json")],
-                    None,
-                );
-                match conn.try_response("GET") {
-                    Ok(r) if r.status == 200 && !r.closes() => {
-                        n.fetch_add(1, Ordering::Relaxed);
-                    }
-                    other => {
-                        eprintln!(
-                            "anonymous client: {:?}",
-                            other.map(|r| (r.status, r.closes()))
-                        );
-                        reconnects.fetch_add(1, Ordering::Relaxed);
-                        conn = anon.conn();
-                    }
-                }
-            }
-        })
-    };
-    let token = s
-        .gate
-        .client_as(&s.pki, &Cred::Token(s.pki.admin_token.clone()));
-    let failures: Vec<String> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..4)
-            .map(|w| {
-                let token = token.clone();
-                scope.spawn(move || {
-                    let mut failed = Vec::new();
-                    let mut conn = token.conn();
-                    for i in 0..30 {
-                        let body = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":format!("w{w}-{i}")},"data":{"i":i.to_string()}});
-                        token.send(
-                            &mut conn,
-                            "POST",
-                            &format!("/api/v1/namespaces/{ns}/configmaps"),
-                            &[("Content-Type", "application/json"), ("Accept", "application/json")],
-                            Some(body.to_string().as_bytes()),
-                        );
-                        match conn.try_response("POST") {
-                            Ok(r) if r.status == 201 => {}
-                            Ok(r) => {
-                                failed.push(format!("{} {}", r.status, r.text()));
-                                if r.closes() {
-                                    conn = token.conn();
-                                }
-                            }
-                            Err(e) => {
-                                failed.push(e.to_string());
-                                conn = token.conn();
-                            }
-                        }
-                    }
-                    failed
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    stop.store(true, Ordering::Relaxed);
-    anon_thread.join().unwrap();
-    let (n, reconnects) = (
-        anon_requests.load(Ordering::Relaxed),
-        anon_reconnects.load(Ordering::Relaxed),
-    );
-    eprintln!(
-        "120 token POSTs: {} failed; anonymous client: {n} requests, {reconnects} connections lost",
-        failures.len()
-    );
-    assert!(n > 0, "the anonymous client got no answer");
-    assert!(
-        failures.is_empty(),
-        "{} of 120 token POSTs failed: {failures:?}",
-        failures.len()
-    );
-    assert_eq!(
-        reconnects, 0,
-        "the anonymous client's keep-alive connection was closed under it"
-    );
-}
 
 /// The bytes a ConfigMap's `binaryData` and a Secret's `data` hold.
 const BYTES: [u8; 5] = [0x00, 0x01, 0x02, 0xff, 0xfe];
