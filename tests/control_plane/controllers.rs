@@ -346,11 +346,12 @@ fn audit_identity(s: &mut Suite) {
             *users.entry(u.to_string()).or_default() += 1;
         }
     }
+    // The controllers' service accounts (`--use-service-account-credentials`): the
+    // ones every start uses, whichever cases ran before.
     for who in [
         "system:kube-controller-manager",
         "system:kube-scheduler",
-        "system:serviceaccount:kube-system:generic-garbage-collector",
-        "system:serviceaccount:kube-system:namespace-controller",
+        "system:serviceaccount:kube-system:resourcequota-controller",
         "kubernetes-admin",
     ] {
         assert!(
