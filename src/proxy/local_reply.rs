@@ -125,6 +125,12 @@ pub fn refused(e: &Error) -> bool {
             || (h2e.is_reset() && h2e.reason() == Some(h2::Reason::REFUSED_STREAM)))
 }
 
+/// Whether pingora's error is the upstream ending a response whose head had already
+/// arrived (`answered`): a reset, a closed connection or a read error in the body.
+pub fn cut_short(e: &Error, answered: bool) -> bool {
+    answered && e.esource() == &pingora::ErrorSource::Upstream
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +175,13 @@ mod tests {
         let mut down = Error::new(ErrorType::ConnectionClosed);
         down.as_down();
         assert_eq!(failure_of(&down, false), None);
+        // Once the head has arrived, only the upstream's own errors cut a response short.
+        assert!(cut_short(&up(ErrorType::ReadError), true));
+        assert!(cut_short(&up(ErrorType::H2Error), true));
+        assert!(!cut_short(&up(ErrorType::ReadError), false));
+        assert!(!cut_short(&down, true));
+        // A body that cannot be transcoded is cborgate's finding, with its own reason.
+        assert!(!cut_short(&Error::new(ErrorType::HTTPStatus(502)), true));
     }
 
     #[test]

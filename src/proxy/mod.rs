@@ -459,12 +459,27 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> FailToProxy {
         ex.note_upstream_time();
+        let answered = ex.status != 0;
+        let mut unanswered = None;
         let reply = ex.local_error.take().or_else(|| {
-            let failure = local_reply::failure_of(e, ex.status != 0)?;
+            let failure = local_reply::failure_of(e, answered)?;
             // One line per upstream failure, with what pingora knows of it.
             tracing::warn!(error = %e, "upstream request failed");
-            ex.plan.as_ref().and_then(|p| p.failure_reply(&failure))
+            let p = ex.plan.as_ref()?;
+            let reply = p.failure_reply(&failure);
+            if reply.is_none() {
+                unanswered = Some(p.unanswered_failure(&failure));
+            }
+            reply
         });
+        if let (Some((code, reason)), None) = (unanswered, session.response_written()) {
+            // Counted and logged as the upstream failure it is, not as a client that left.
+            ex.unanswered(code, reason);
+        }
+        if local_reply::cut_short(e, answered) && session.response_written().is_some() {
+            // The status the client got stays; the line says what cut its response short.
+            ex.reason = Some(Plan::CUT_SHORT.to_string());
+        }
         let mut code = 0;
         if let Some((reply, retry_after)) = reply {
             if session.response_written().is_none() {

@@ -286,6 +286,13 @@ impl Exchange {
         }
     }
 
+    /// Record a failure the client got no answer to (its connection was ended) as the
+    /// status and reason it is counted and logged with.
+    pub fn unanswered(&mut self, code: u16, reason: String) {
+        self.status = code;
+        self.reason = Some(reason);
+    }
+
     /// The request head as the upstream gets it: `Accept` and `Content-Type` as
     /// planned, no `Accept-Encoding` where the answer may be transcoded.
     pub fn rewrite_upstream_request(&self, req: &mut RequestHeader) -> Result<()> {
