@@ -12,6 +12,7 @@
 //! configurable ([`Limits`]), and every failure a [`CodecError`] with a byte
 //! offset and a [`Reason`] from a closed set.
 
+mod base64;
 mod buf;
 mod cbor_to_json;
 pub mod diag;

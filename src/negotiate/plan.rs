@@ -100,6 +100,9 @@ pub enum BodyAction {
         /// Which fields are bytes (`byte_fields`): by the kind for a typed body, none for
         /// an apply patch or a custom resource.
         schema: Schema,
+        /// The kind the body decodes into, where it has `[]byte` fields: the words of the
+        /// 400 for a bad one (`byte_fields::typed_kind`).
+        kind: Option<byte_fields::TypedKind>,
     },
     /// Upgrade mode: transcode a JSON body to CBOR (WIRE.md §2 rules) and send it with this
     /// `Content-Type` (`application/cbor`, or `application/apply-patch+cbor`).
@@ -722,6 +725,11 @@ fn serve_resource<'a>(
             } else {
                 byte_fields::typed_body(req.route)
             },
+            kind: if upstream_content_type == APPLY_YAML {
+                None
+            } else {
+                byte_fields::typed_kind(req.route)
+            },
         },
         BodyCheck::Fine | BodyCheck::UnsupportedPatch => BodyAction::PassThrough,
     };
@@ -818,6 +826,10 @@ mod tests {
     const TO_JSON: BodyAction = BodyAction::CborToJson {
         upstream_content_type: JSON,
         schema: Schema::Typed(byte_fields::CONFIGMAP),
+        kind: Some(byte_fields::TypedKind {
+            kind: "ConfigMap",
+            version: "v1",
+        }),
     };
 
     fn head<'a>(
@@ -954,6 +966,7 @@ mod tests {
             BodyAction::CborToJson {
                 upstream_content_type: APPLY_YAML,
                 schema: Schema::Unstructured,
+                kind: None,
             }
         );
         assert_eq!((p.verb, p.request_format), ("APPLY", Format::Cbor));
@@ -970,6 +983,7 @@ mod tests {
             BodyAction::CborToJson {
                 upstream_content_type: APPLY_YAML,
                 schema: Schema::Unstructured,
+                kind: None,
             }
         );
         assert_passthrough(&p, Format::Json);
@@ -2036,6 +2050,7 @@ mod tests {
         let apply = BodyAction::CborToJson {
             upstream_content_type: APPLY_YAML,
             schema: Schema::Unstructured,
+            kind: None,
         };
         let pom = "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         let fallback = "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9";

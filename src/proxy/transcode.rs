@@ -223,7 +223,7 @@ impl Exchange {
         match self.request_codec.as_mut() {
             Some(codec) => codec
                 .chunk_into(piece, piece.is_none(), &mut self.request_out)
-                .map_err(|e| (p.bad_body(&e), false))?,
+                .map_err(|e| (p.body_refused(&e), false))?,
             None => self
                 .request_out
                 .extend_from_slice(piece.unwrap_or_default()),

@@ -1,6 +1,6 @@
 //! Byte fields and tagged map keys in CBOR request bodies (docs/wire.md §3): the JSON a
-//! legacy apiserver must read for what a CBOR-enabled one decodes (issue 19 item 5, issue 20
-//! item 12), at every split of the input.
+//! legacy apiserver must read for what a CBOR-enabled one (kube-apiserver 1.36.2) decodes,
+//! at every split of the input.
 
 use cborgate::codec::fields::{Schema, Step};
 use cborgate::codec::{CborToJson, CborToJsonOptions, Reason};
@@ -86,9 +86,9 @@ fn cm(value: Vec<u8>) -> Vec<u8> {
 }
 
 #[test]
-fn a_byte_field_gets_the_bytes_whatever_the_tag() {
-    // Issue 19: `binaryData: {"b": 23(h'0001fffe')}` is stored as 00 01 ff fe by the
-    // CBOR-enabled server; the legacy server must get their base64. `data` is a string
+fn a_tagged_byte_field_gets_the_bytes_whatever_the_tag() {
+    // The CBOR-enabled server (1.36.2) stores `binaryData: {"b": 23(h'0001fffe')}` (and 21,
+    // 22) as 00 01 ff fe; the legacy server must get their base64. `data` is a string
     // field: there the tag's text form stays (docs/wire.md §3's table).
     let want = r#"{"kind":"ConfigMap","binaryData":{"b":"AAH//g=="},"data":{"s":"0001"}}"#;
     let bytes = b(&[0x00, 0x01, 0xff, 0xfe]);
@@ -96,10 +96,14 @@ fn a_byte_field_gets_the_bytes_whatever_the_tag() {
         tag(23, bytes.clone()),
         tag(21, bytes.clone()),
         tag(22, bytes.clone()),
-        bytes.clone(),
         tag(55799, tag(21, bytes.clone())),
         // Indefinite length, in two chunks.
-        [vec![0x5f], b(&[0, 1]), b(&[0xff, 0xfe]), vec![0xff]].concat(),
+        tag(
+            22,
+            [vec![0x5f], b(&[0, 1]), b(&[0xff, 0xfe]), vec![0xff]].concat(),
+        ),
+        // An untagged byte string holding the base64 text (below).
+        b(b"AAH//g=="),
     ] {
         assert_eq!(
             json(CM, &cm(value.clone())).as_deref(),
@@ -120,6 +124,78 @@ fn a_byte_field_gets_the_bytes_whatever_the_tag() {
     assert_eq!(
         json(CM, &cm(vec![0xf6])).as_deref(),
         Ok(r#"{"kind":"ConfigMap","binaryData":{"b":null},"data":{"s":"0001"}}"#)
+    );
+}
+
+/// The Go offset of a refused body's `InvalidBase64`, whole and byte at a time.
+fn base64_refusal(schema: Schema, cbor: &[u8]) -> Option<u64> {
+    let opts = CborToJsonOptions {
+        schema,
+        input_len: Some(cbor.len() as u64),
+        ..CborToJsonOptions::default()
+    };
+    let run = |step: usize| {
+        let mut c = CborToJson::new(opts);
+        let mut out = Vec::new();
+        for piece in cbor.chunks(step) {
+            c.feed(piece, &mut out)?;
+        }
+        c.finish(&mut out)
+    };
+    let whole = run(cbor.len().max(1)).err();
+    assert_eq!(run(1).err(), whole, "byte at a time");
+    whole
+        .filter(|e| e.reason == Reason::InvalidBase64)
+        .map(|e| e.detail)
+}
+
+#[test]
+fn an_untagged_byte_string_in_a_byte_field_is_base64_text() {
+    // Observed on a CBOR-enabled kube-apiserver 1.36.2 (docs/wire.md §3): it decodes the
+    // bytes of an untagged byte string in a `[]byte` field as base64 text, with Go's
+    // `base64.StdEncoding`. The legacy server decodes the same text from the JSON string.
+    let ok: &[(&[u8], &str)] = &[
+        (b"AAH//g==", "AAH//g=="),
+        (b"", ""),
+        (b"AAH//h==", "AAH//h=="),
+        (b"AAH/\n/g==", "AAH/\\n/g=="),
+        (b"AAH/\r\n/g==", "AAH/\\r\\n/g=="),
+    ];
+    for (text, want) in ok {
+        let want = format!(
+            r#"{{"kind":"ConfigMap","binaryData":{{"b":"{want}"}},"data":{{"s":"0001"}}}}"#
+        );
+        assert_eq!(json(CM, &cm(b(text))), Ok(want), "{text:?}");
+    }
+    // Indefinite length: the chunks are one text.
+    assert_eq!(
+        json(
+            CM,
+            &cm([vec![0x5f], b(b"AAH"), b(b"//g="), b(b"="), vec![0xff]].concat())
+        )
+        .as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":"AAH//g=="},"data":{"s":"0001"}}"#)
+    );
+    // What the real server refused, with the offset its message named.
+    let bad: &[(&[u8], u64)] = &[
+        (b"\x00\x01\xff\xfe", 0),
+        (b"hello", 4),
+        (b"AAH//g", 4),
+        (b"AAH__g==", 3),
+        (b"AAH/ /g==", 4),
+        (b"AAH//g===", 8),
+    ];
+    for (text, at) in bad {
+        let body = cm(b(text));
+        assert_eq!(json(CM, &body), Err(Reason::InvalidBase64), "{text:?}");
+        assert_eq!(base64_refusal(CM, &body), Some(*at), "{text:?}");
+    }
+    let split = cm([vec![0x5f], b(b"AAH/"), b(b"/g="), b(b"x"), vec![0xff]].concat());
+    assert_eq!(base64_refusal(CM, &split), Some(6));
+    // Elsewhere an untagged byte string is the string of its bytes, as before.
+    assert_eq!(
+        json(Schema::Unstructured, &cm(b(b"hello"))).as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":"hello"},"data":{"s":"0001"}}"#)
     );
 }
 
@@ -178,7 +254,13 @@ fn an_unknown_typed_body_refuses_ambiguous_byte_strings() {
         json(Schema::Unknown, &body(t("text"))).as_deref(),
         Ok(r#"{"spec":{"x":"text"}}"#)
     );
-    for v in [b(b"abcd"), tag(21, b(&[0, 1])), tag(23, b(&[0, 1]))] {
+    // Untagged: the string of its bytes, for a string field and (as base64 text, which the
+    // legacy server checks) for a []byte one.
+    assert_eq!(
+        json(Schema::Unknown, &body(b(b"abcd"))).as_deref(),
+        Ok(r#"{"spec":{"x":"abcd"}}"#)
+    );
+    for v in [tag(21, b(&[0, 1])), tag(23, b(&[0, 1]))] {
         assert_eq!(
             json(Schema::Unknown, &body(v.clone())),
             Err(Reason::AmbiguousBytes),
