@@ -377,7 +377,7 @@ impl CborToJson {
     fn position_of(&self, parent: Parent) -> Position {
         let schema = self.opts.schema;
         match (parent, self.positions.last()) {
-            (Parent::Array, Some(p)) => p.child(schema, self.positions.len() - 1, None, true),
+            (Parent::Array, Some(p)) => p.child(schema, None, true),
             (Parent::MapValue, _) => self.next_value,
             _ => Position::top(schema),
         }
@@ -388,7 +388,7 @@ impl CborToJson {
         let schema = self.opts.schema;
         let name = self.field_name_len.map(|n| &self.field_name[..n as usize]);
         self.next_value = match self.positions.last() {
-            Some(p) => p.child(schema, self.positions.len() - 1, name, false),
+            Some(p) => p.child(schema, name, false),
             None => Position::top(Schema::Unstructured),
         };
     }

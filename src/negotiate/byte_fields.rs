@@ -200,6 +200,15 @@ pub fn typed_body(route: &ResourceRoute) -> Schema {
     Schema::Typed(fields)
 }
 
+/// The schema of a successful answer from `route` (docs/wire.md §2): the `[]byte` fields of
+/// the objects it holds, where the table knows them; nothing to rewrite otherwise.
+pub fn typed_response(route: &ResourceRoute) -> Schema {
+    match typed_body(route) {
+        Schema::Typed(fields) if !fields.is_empty() => Schema::Typed(fields),
+        _ => Schema::Unstructured,
+    }
+}
+
 /// The kind and version the apiserver decodes a typed body to `route` into, where that kind
 /// has `[]byte` fields: the words of its decode errors
 /// (`ConfigMap in version "v1" cannot be handled as a ConfigMap: …`).

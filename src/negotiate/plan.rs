@@ -204,6 +204,10 @@ pub struct Plan {
     /// answer will most likely pass through: it keeps the client's `Accept-Encoding`,
     /// and a CBOR-enabled server's gzip reaches the client untouched.
     pub upstream_speaks_cbor: bool,
+    /// Which fields of a successful transcoded answer are `[]byte`: the route's kind, as
+    /// an object, a list of them or watch events, when the client asked for the objects
+    /// themselves (not a Table or metadata only); see [`Plan::on_response`].
+    pub response_schema: Schema,
 }
 
 impl Plan {
@@ -486,6 +490,7 @@ impl<'a> Emulation<'a> {
             mode: UpstreamMode::Legacy,
             client_gzip: false,
             upstream_speaks_cbor: false,
+            response_schema: Schema::Unstructured,
         }
     }
 
@@ -555,6 +560,9 @@ impl<'a> Emulation<'a> {
                 if chosen.offer == Offer::Cbor {
                     plan.response = ResponseAction::JsonToCbor { watch };
                     plan.upstream_accept = Some(chosen.as_json_accept());
+                    if let (Route::Resource(r), None) = (&plan.route, chosen.options.convert) {
+                        plan.response_schema = byte_fields::typed_response(r);
+                    }
                 }
                 // JSON, YAML or protobuf: the client's own `Accept` goes upstream untouched.
             }

@@ -376,7 +376,14 @@ impl Exchange {
         }
         let (codec, watch) = match decision.action {
             ResponseAction::JsonToCbor { watch } => (
-                BodyCodec::response(watch, s.window, s.strings, s.limits, &s.transcoders),
+                BodyCodec::response(
+                    decision.schema,
+                    watch,
+                    s.window,
+                    s.strings,
+                    s.limits,
+                    &s.transcoders,
+                ),
                 watch,
             ),
             ResponseAction::CborToJson { watch } => {

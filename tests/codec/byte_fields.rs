@@ -68,11 +68,17 @@ fn json(schema: Schema, cbor: &[u8]) -> Result<String, Reason> {
         c.finish(&mut out).map_err(|e| e.reason)?;
         Ok(String::from_utf8(out).expect("JSON is UTF-8"))
     };
-    let whole = run(&[0, cbor.len()]);
-    let bytewise: Vec<usize> = (0..=cbor.len()).collect();
+    same_at_every_cut(cbor.len(), run)
+}
+
+/// `run` over an input of `len` bytes cut at `cuts`: whole, byte at a time and at every
+/// single split, one answer for all.
+fn same_at_every_cut<T: PartialEq + std::fmt::Debug>(len: usize, run: impl Fn(&[usize]) -> T) -> T {
+    let whole = run(&[0, len]);
+    let bytewise: Vec<usize> = (0..=len).collect();
     assert_eq!(run(&bytewise), whole, "byte at a time");
-    for cut in 1..cbor.len() {
-        assert_eq!(run(&[0, cut, cbor.len()]), whole, "split at {cut}");
+    for cut in 1..len {
+        assert_eq!(run(&[0, cut, len]), whole, "split at {cut}");
     }
     whole
 }
@@ -347,4 +353,177 @@ fn routes_pick_their_schema_end_to_end() {
         .as_deref(),
         Ok(r#"{"spec":{"request":"Q1NS"}}"#)
     );
+}
+
+/// JSON → CBOR of a response with `schema`, at every cut.
+fn response_cbor(schema: Schema, watch: bool, window: usize, json: &str) -> Vec<u8> {
+    use cborgate::codec::{JsonToCbor, JsonToCborOptions};
+    let json = json.as_bytes();
+    let opts = JsonToCborOptions {
+        schema,
+        watch,
+        window,
+        dedupe_keys: false,
+        ..JsonToCborOptions::default()
+    };
+    let run = |cuts: &[usize]| {
+        let mut c = JsonToCbor::new(opts);
+        let mut out = Vec::new();
+        for w in cuts.windows(2) {
+            c.feed(&json[w[0]..w[1]], &mut out).unwrap();
+        }
+        c.finish(&mut out).unwrap();
+        out
+    };
+    same_at_every_cut(json.len(), run)
+}
+
+fn sd(item: Vec<u8>) -> Vec<u8> {
+    tag(55799, item)
+}
+
+#[test]
+fn a_response_writes_byte_fields_as_tag_22_and_the_bytes() {
+    use cborgate::codec::DEFAULT_WINDOW;
+    let w = DEFAULT_WINDOW;
+    // A ConfigMap: `binaryData` values become 22(bytes); `data` stays text.
+    let got = response_cbor(
+        CM,
+        false,
+        w,
+        r#"{"binaryData":{"b":"AAEC//4=","e":"","n":null},"data":{"b":"AAEC//4="}}"#,
+    );
+    let want = sd(map(vec![
+        (
+            b(b"binaryData"),
+            map(vec![
+                (b(b"b"), tag(22, b(&[0, 1, 2, 0xff, 0xfe]))),
+                (b(b"e"), tag(22, b(&[]))),
+                (b(b"n"), vec![0xf6]),
+            ]),
+        ),
+        (b(b"data"), map(vec![(b(b"b"), b(b"AAEC//4="))])),
+    ]));
+    assert_eq!(got, want);
+    // Escapes (`\/`), a long value (a head of several bytes), and a value longer than
+    // the window (streamed out as text before it ends: left as it is).
+    let long = "QUJD".repeat(40);
+    let json = format!(r#"{{"binaryData":{{"x":"AAEC\/\/4=","l":"{long}"}}}}"#);
+    let want = sd(map(vec![(
+        b(b"binaryData"),
+        map(vec![
+            (b(b"x"), tag(22, b(&[0, 1, 2, 0xff, 0xfe]))),
+            (b(b"l"), tag(22, b("ABC".repeat(40).as_bytes()))),
+        ]),
+    )]));
+    assert_eq!(response_cbor(CM, false, w, &json), want);
+    let small = response_cbor(CM, false, 100, &json);
+    assert!(
+        small.windows(1).filter(|x| x[0] == 0xd6).count() == 1,
+        "{small:02x?}"
+    );
+    // Base64 a Go upstream never writes stays the text string it is.
+    assert_eq!(
+        response_cbor(
+            CM,
+            false,
+            w,
+            r#"{"binaryData":{"b":"AAEC"},"x":{"binaryData":"QQ"}}"#
+        ),
+        sd(map(vec![
+            (
+                b(b"binaryData"),
+                map(vec![(b(b"b"), tag(22, b(&[0, 1, 2])))])
+            ),
+            (b(b"x"), map(vec![(b(b"binaryData"), b(b"QQ"))])),
+        ]))
+    );
+    assert_eq!(
+        response_cbor(CM, false, w, r#"{"binaryData":{"b":"not base64"}}"#),
+        sd(map(vec![(
+            b(b"binaryData"),
+            map(vec![(b(b"b"), b(b"not base64"))])
+        )]))
+    );
+}
+
+#[test]
+fn lists_watch_events_and_arrays_find_their_objects() {
+    use cborgate::codec::DEFAULT_WINDOW;
+    let w = DEFAULT_WINDOW;
+    let bytes = || tag(22, b(&[0, 1]));
+    // A list: each of `items` is an object of the kind.
+    assert_eq!(
+        response_cbor(
+            CM,
+            false,
+            w,
+            r#"{"kind":"ConfigMapList","items":[{"binaryData":{"b":"AAE="}},{"binaryData":{}}]}"#
+        ),
+        sd(map(vec![
+            (b(b"kind"), b(b"ConfigMapList")),
+            (
+                b(b"items"),
+                arr(vec![
+                    map(vec![(b(b"binaryData"), map(vec![(b(b"b"), bytes())]))]),
+                    map(vec![(b(b"binaryData"), map(vec![]))]),
+                ])
+            ),
+        ]))
+    );
+    // Watch events: the `object` of each.
+    let events = concat!(
+        r#"{"type":"ADDED","object":{"binaryData":{"b":"AAE="}}}"#,
+        "\n",
+        r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#,
+        "\n"
+    );
+    let event =
+        |ty: &[u8], object: Vec<u8>| sd(map(vec![(b(b"type"), b(ty)), (b(b"object"), sd(object))]));
+    assert_eq!(
+        response_cbor(CM, true, w, events),
+        [
+            event(
+                b"ADDED",
+                map(vec![(b(b"binaryData"), map(vec![(b(b"b"), bytes())]))])
+            ),
+            event(
+                b"BOOKMARK",
+                map(vec![(
+                    b(b"metadata"),
+                    map(vec![(b(b"resourceVersion"), b(b"9"))])
+                )])
+            ),
+        ]
+        .concat()
+    );
+    // Through arrays: webhooks[].clientConfig.caBundle.
+    assert_eq!(
+        response_cbor(
+            HOOKS,
+            false,
+            w,
+            r#"{"webhooks":[{"name":"a","clientConfig":{"caBundle":"AAE=","url":"AAE="}}]}"#
+        ),
+        sd(map(vec![(
+            b(b"webhooks"),
+            arr(vec![map(vec![
+                (b(b"name"), b(b"a")),
+                (
+                    b(b"clientConfig"),
+                    map(vec![(b(b"caBundle"), bytes()), (b(b"url"), b(b"AAE="))])
+                ),
+            ])])
+        )]))
+    );
+    // Without a typed schema nothing changes.
+    for schema in [Schema::Unstructured, Schema::Unknown, Schema::Typed(&[])] {
+        assert_eq!(
+            response_cbor(schema, false, w, r#"{"binaryData":{"b":"AAE="}}"#),
+            sd(map(vec![(
+                b(b"binaryData"),
+                map(vec![(b(b"b"), b(b"AAE="))])
+            )]))
+        );
+    }
 }

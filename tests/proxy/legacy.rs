@@ -1086,6 +1086,7 @@ fn byte_fields_are_stored_as_their_bytes() {
 /// Python's cbor2 does) GETs a ConfigMap and a Secret and PUTs them back unchanged: the
 /// `[]byte` fields keep their bytes, through cborgate (legacy) as on the CBOR-enabled
 /// server (native). Such a client writes back the items it read, so the body is the GET's.
+/// Both write the fields as tag 22 and the bytes (docs/wire.md §2).
 #[test]
 fn a_generic_cbor_client_round_trip_keeps_byte_fields() {
     let (legacy, native) = legacy_and_native();
@@ -1115,6 +1116,20 @@ fn a_generic_cbor_client_round_trip_keeps_byte_fields() {
             );
             assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
             let one = format!("{path}/rt");
+            // Read as the CBOR-enabled server writes `[]byte` fields: tag 22 and the bytes,
+            // in the object, in a list and in a watch event.
+            let tagged = b"\xd6\x45\x00\x01\x02\xff\xfe";
+            let has = |body: &[u8]| body.windows(tagged.len()).any(|w| w == tagged);
+            let watch = format!("{path}?watch=true&timeoutSeconds=1");
+            for (what, at, accept) in [
+                ("object", &one, CBOR),
+                ("list", &path.to_string(), CBOR),
+                ("watch", &watch, "application/cbor-seq, application/cbor"),
+            ] {
+                let r = once(h.proxy, "GET", at, &[("Accept", accept)], None);
+                assert_eq!(r.status, 200, "{what}");
+                assert!(has(&r.body), "{path} {what}: {:02x?}", r.body);
+            }
             for round in 0..2 {
                 let got = once(h.proxy, "GET", &one, &[("Accept", CBOR)], None);
                 assert_eq!(got.status, 200);
