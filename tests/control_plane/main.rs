@@ -17,6 +17,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod byte_fields;
 mod cbor;
 mod cbor_client;
 mod cluster;
@@ -166,7 +167,10 @@ impl Drop for Suite {
     /// Stop everything in the reverse order of its start, so that no client is
     /// left waiting on a server that went first.
     fn drop(&mut self) {
-        for svc in [self.kcm.as_mut(), self.sched.as_mut()].into_iter().flatten() {
+        for svc in [self.kcm.as_mut(), self.sched.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             svc.stop();
         }
         self.gate.svc.stop();
@@ -195,6 +199,7 @@ fn cases() -> Vec<Case> {
     all.extend(kubectl_parity::CASES);
     all.extend(cbor_client::CASES);
     all.extend(findings::CASES);
+    all.extend(byte_fields::CASES);
     all.extend(controllers::LATE_CASES);
     all.extend(operations::CASES);
     all.extend(modes::CASES);
