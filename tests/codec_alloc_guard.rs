@@ -101,7 +101,38 @@ fn allocations_per_document_stay_at_the_baseline() {
         },
     )
     .unwrap();
+    // A list of ConfigMaps with `binaryData`, written with their kind's `[]byte` fields
+    // (tag 22 and the bytes), and a ConfigMap body whose untagged byte strings are base64
+    // text, read with them.
+    let cms = configmap_list(100);
+    let cm_schema = cborgate::negotiate::byte_fields::typed_response(&configmaps_route());
+    let cm_body = cborgate::codec::json_to_cbor(
+        br#"{"kind":"ConfigMap","binaryData":{"a":"AAEC//4=","b":"aGVsbG8gd29ybGQ="}}"#,
+        JsonToCborOptions::default(),
+    )
+    .unwrap();
     let cases: Vec<(&str, &[u8], Make)> = vec![
+        (
+            "json_to_cbor+bytes configmaplist-100",
+            &cms,
+            Box::new(move || {
+                Box::new(JsonToCbor::new(JsonToCborOptions {
+                    dedupe_keys: false,
+                    schema: cm_schema,
+                    ..Default::default()
+                }))
+            }),
+        ),
+        (
+            "cbor_to_json+bytes configmap",
+            &cm_body,
+            Box::new(move || {
+                Box::new(CborToJson::new(CborToJsonOptions {
+                    schema: cm_schema,
+                    ..Default::default()
+                }))
+            }),
+        ),
         ("json_to_cbor podlist-100", &list, j2c(false, false)),
         ("json_to_cbor+dedupe podlist-100", &list, j2c(false, true)),
         ("json_to_cbor watch-200", &watch, j2c(true, false)),
@@ -122,6 +153,31 @@ fn allocations_per_document_stay_at_the_baseline() {
         measured.push((format!("{name} fresh"), per_doc(input, make.as_ref(), true)));
     }
     check(measured);
+}
+
+/// `/api/v1/namespaces/a/configmaps`, as a route.
+fn configmaps_route() -> cborgate::negotiate::route::ResourceRoute {
+    match cborgate::negotiate::Route::classify("/api/v1/namespaces/a/configmaps") {
+        cborgate::negotiate::Route::Resource(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A ConfigMapList of `n` items, each with three `binaryData` values.
+fn configmap_list(n: usize) -> Vec<u8> {
+    let items: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"metadata":{{"name":"cm-{i}","namespace":"a"}},"data":{{"k":"v"}},"binaryData":{{"a":"AAEC//4=","b":"{}","e":""}}}}"#,
+                "QUJD".repeat(i % 50)
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"1"}},"items":[{}]}}"#,
+        items.join(",")
+    )
+    .into_bytes()
 }
 
 fn check(measured: Vec<(String, f64)>) {

@@ -13,6 +13,7 @@
 //! where the schema is followed. The JSON text itself (escapes,
 //! base64, Go's number text) is written by `json_text.rs`.
 
+use super::base64::GoBase64;
 use super::error::{CodecError, Reason};
 use super::fields::{Position, Schema, MAX_FIELD_NAME};
 use super::json_text::{
@@ -61,6 +62,9 @@ enum Dest {
     /// A map key tagged 21/22/23 on a byte string: its text form is the key, as
     /// Kubernetes decodes such a key into a Go `string` (issue 20, item 12).
     EncKey(Encoding),
+    /// An untagged byte string in a `[]byte` field: base64 text, checked as Go decodes it
+    /// and written as the JSON string it is (docs/wire.md §3).
+    B64Text,
 }
 
 /// What the parent of a new item is, looking through tags.
@@ -92,6 +96,8 @@ pub struct CborToJson {
     key_start: usize,
     tbuf: Vec<u8>,
     enc: Encoder,
+    /// The base64 text of a [`Dest::B64Text`] string, checked as it streams.
+    b64: GoBase64,
     keys: KeySets<()>,
     /// Where an encoded key's text starts in `out` (for duplicate detection).
     enc_key_start: usize,
@@ -141,6 +147,7 @@ impl CborToJson {
             key_start: 0,
             tbuf: Vec::new(),
             enc: Encoder::new(Encoding::Hex),
+            b64: GoBase64::new(),
             keys: KeySets::new(),
             enc_key_start: 0,
             plain: opts.schema == Schema::Unstructured,
@@ -370,7 +377,7 @@ impl CborToJson {
     fn position_of(&self, parent: Parent) -> Position {
         let schema = self.opts.schema;
         match (parent, self.positions.last()) {
-            (Parent::Array, Some(p)) => p.child(schema, self.positions.len() - 1, None, true),
+            (Parent::Array, Some(p)) => p.child(schema, None, true),
             (Parent::MapValue, _) => self.next_value,
             _ => Position::top(schema),
         }
@@ -381,7 +388,7 @@ impl CborToJson {
         let schema = self.opts.schema;
         let name = self.field_name_len.map(|n| &self.field_name[..n as usize]);
         self.next_value = match self.positions.last() {
-            Some(p) => p.child(schema, self.positions.len() - 1, name, false),
+            Some(p) => p.child(schema, name, false),
             None => Position::top(Schema::Unstructured),
         };
     }
@@ -398,11 +405,20 @@ impl CborToJson {
                 if major == 3 {
                     return Err(self.err(Reason::TextForBytes, i));
                 }
-                // The bytes themselves, whatever tag 21–23 said; JSON carries `[]byte` as
-                // standard base64.
-                Ok(Some(Dest::Enc(Encoding::Base64)))
+                Ok(Some(match tag {
+                    // Tagged 21–23: the bytes themselves, whatever the tag said; JSON carries
+                    // `[]byte` as standard base64.
+                    Some(TagKind::Enc(_)) => Dest::Enc(Encoding::Base64),
+                    // Untagged: the real server reads base64 text (docs/wire.md §3).
+                    _ => Dest::B64Text,
+                }))
             }
-            Schema::Unknown if major == 2 && tag != Some(TagKind::Enc(Encoding::Base64)) => {
+            // Untagged, its JSON string is right for a `string` field and for a `[]byte`
+            // one (the same base64 text, which the legacy server checks); tags 21 and 23
+            // mean the text form in one and the bytes in the other.
+            Schema::Unknown
+                if major == 2 && matches!(tag, Some(TagKind::Enc(e)) if e != Encoding::Base64) =>
+            {
                 Err(self.err(Reason::AmbiguousBytes, i))
             }
             _ => Ok(None),
@@ -1052,6 +1068,10 @@ impl CborToJson {
                 out.push(b'"');
                 self.enc = Encoder::new(e);
             }
+            Dest::B64Text => {
+                out.push(b'"');
+                self.b64 = GoBase64::new();
+            }
             Dest::EncKey(e) => {
                 out.push(b'"');
                 self.enc = Encoder::new(e);
@@ -1137,6 +1157,27 @@ impl CborToJson {
                 self.tbuf.extend_from_slice(data);
             }
             Dest::Enc(_) | Dest::EncKey(_) => self.enc.push(data, out),
+            Dest::B64Text => {
+                let before = self.b64.seen();
+                if let Err(at) = self.b64.push::<false>(data, out) {
+                    let k = at.saturating_sub(before).min(data.len() as u64) as usize;
+                    return Err(CodecError::invalid_base64(self.offset + (i + k) as u64, at));
+                }
+                // Base64 text is JSON-safe but for the line breaks Go skips in it.
+                for part in data.split_inclusive(|&b| b == b'\n' || b == b'\r') {
+                    match part.split_last() {
+                        Some((b'\n', rest)) => {
+                            out.extend_from_slice(rest);
+                            out.extend_from_slice(b"\\n");
+                        }
+                        Some((b'\r', rest)) => {
+                            out.extend_from_slice(rest);
+                            out.extend_from_slice(b"\\r");
+                        }
+                        _ => out.extend_from_slice(part),
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -1197,6 +1238,12 @@ impl CborToJson {
             }
             Dest::Enc(_) => {
                 self.enc.finish(out);
+                out.push(b'"');
+            }
+            Dest::B64Text => {
+                if let Err(at) = self.b64.finish() {
+                    return Err(CodecError::invalid_base64(self.offset + i as u64, at));
+                }
                 out.push(b'"');
             }
         }

@@ -49,11 +49,15 @@ pub enum Reason {
     /// A byte string (untagged, or tagged 21 or 23) in a typed body whose field types are not
     /// known: its JSON depends on whether the field is `[]byte` or `string`.
     AmbiguousBytes,
+    /// An untagged byte string in a `[]byte` field that is not base64 text as Go's
+    /// `base64.StdEncoding` reads it: the CBOR-enabled server decodes it as such text
+    /// (docs/wire.md §3). [`CodecError::detail`] is Go's offset in the string.
+    InvalidBase64,
 }
 
 impl Reason {
     /// Every reason, so the metric's series can be created at zero from start-up.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Reason::Truncated,
         Reason::Syntax,
         Reason::TrailingData,
@@ -71,6 +75,7 @@ impl Reason {
         Reason::LengthExceedsInput,
         Reason::TextForBytes,
         Reason::AmbiguousBytes,
+        Reason::InvalidBase64,
     ];
 
     /// Bounded, stable label text.
@@ -93,6 +98,7 @@ impl Reason {
             Reason::LengthExceedsInput => "length_exceeds_input",
             Reason::TextForBytes => "text_for_bytes",
             Reason::AmbiguousBytes => "ambiguous_bytes",
+            Reason::InvalidBase64 => "invalid_base64",
         }
     }
 
@@ -119,6 +125,9 @@ impl Reason {
             Reason::AmbiguousBytes => {
                 "a byte string in a field whose type is not known: send text, or a byte string tagged 22"
             }
+            Reason::InvalidBase64 => {
+                "an untagged byte string where the field is bytes must hold base64 text (or tag the raw bytes 22)"
+            }
         }
     }
 }
@@ -130,16 +139,40 @@ pub struct CodecError {
     /// problem was detected.
     pub offset: u64,
     pub reason: Reason,
+    /// For [`Reason::InvalidBase64`], the offset in the string Go's base64 decoder reports
+    /// ("illegal base64 data at input byte N"); 0 otherwise.
+    pub detail: u64,
 }
 
 impl CodecError {
     pub fn new(reason: Reason, offset: u64) -> Self {
-        CodecError { offset, reason }
+        CodecError {
+            offset,
+            reason,
+            detail: 0,
+        }
+    }
+
+    /// [`Reason::InvalidBase64`] at `offset` of the input, Go's offset `at` in the string.
+    pub fn invalid_base64(offset: u64, at: u64) -> Self {
+        CodecError {
+            detail: at,
+            ..CodecError::new(Reason::InvalidBase64, offset)
+        }
     }
 }
 
 impl fmt::Display for CodecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reason == Reason::InvalidBase64 {
+            return write!(
+                f,
+                "{}: illegal base64 data at input byte {}, at byte offset {}",
+                self.reason.describe(),
+                self.detail,
+                self.offset
+            );
+        }
         write!(
             f,
             "{} at byte offset {}",
@@ -177,6 +210,7 @@ mod tests {
             Reason::LengthExceedsInput => 14,
             Reason::TextForBytes => 15,
             Reason::AmbiguousBytes => 16,
+            Reason::InvalidBase64 => 17,
         };
         for (i, r) in Reason::ALL.into_iter().enumerate() {
             assert_eq!(position(r), i, "{r:?}");

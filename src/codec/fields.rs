@@ -1,15 +1,17 @@
-//! Field schemas for CBOR request bodies (docs/wire.md §3, byte fields): which paths of a
-//! body hold Go `[]byte` (`format: byte` in the OpenAPI schema), and the bookkeeping that
-//! finds those paths while the body streams.
+//! Field schemas (docs/wire.md §2 and §3, byte fields): which paths of an object hold Go
+//! `[]byte` (`format: byte` in the OpenAPI schema), and the bookkeeping that finds those
+//! paths while a body streams, in CBOR request bodies and in JSON answers.
 //!
-//! A CBOR-enabled kube-apiserver decodes a byte string in a `[]byte` field as its bytes,
-//! whatever expected-encoding tag (21, 22, 23) it carries, and refuses a text string there
-//! (issue 19, item 5: `binaryData: {"b": 23(h'0001fffe')}` is stored as `00 01 ff fe`).
+//! A CBOR-enabled kube-apiserver (1.36.2, observed) decodes a byte string in a `[]byte`
+//! field as its bytes when it carries an expected-encoding tag (21, 22, 23), as base64 text
+//! when it carries none, and refuses a text string there (`binaryData: {"b":
+//! 23(h'0001fffe')}` and `{"b": h'4141482f2f673d3d'}` are both stored as `00 01 ff fe`).
 //! In a `string` field it keeps the tag's text form (fxamacker/cbor's
-//! `ByteStringToStringAllowedWithExpectedLaterEncoding`, docs/wire.md §3's table). The JSON
-//! a legacy server reads must therefore depend on the field's Go type, which only a schema
-//! can tell. A schema is a short list of paths; matching is a bit mask per open container,
-//! so it costs no allocation beyond one byte per nesting level.
+//! `ByteStringToStringAllowedWithExpectedLaterEncoding`, docs/wire.md §3's table). It writes
+//! a `[]byte` field as tag 22 and the bytes. The JSON a legacy server reads, and the CBOR a
+//! client gets, must therefore depend on the field's Go type, which only a schema can tell.
+//! A schema is a short list of paths; matching is a bit mask per open container, so it
+//! costs no allocation beyond one small position per nesting level.
 
 /// One step of a path from the top of a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,10 +50,28 @@ pub(crate) struct Position {
     pub mask: u8,
     /// A path ends here: the value is a `[]byte` field.
     pub bytes: bool,
+    /// How far below the object's top this value is (the top is 0): the step of each path
+    /// its children are matched against.
+    level: u8,
+    /// Where objects of the schema's kind begin below this value, in a response.
+    root: Root,
+}
+
+/// Where an object of the schema's kind starts again, in a response (docs/wire.md §2):
+/// the elements of a list's `items`, a watch event's `object`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Root {
+    None,
+    /// The top of a response: the value under `items` is a list's array of objects.
+    Items,
+    /// A list's `items`: each element is an object.
+    Elements,
+    /// A watch event: the value under `object` is an object.
+    Event,
 }
 
 impl Position {
-    /// The top-level item: every path is still possible.
+    /// The top-level item of a request body: every path is still possible.
     pub fn top(schema: Schema) -> Position {
         let mask = match schema {
             Schema::Typed(paths) => {
@@ -60,19 +80,51 @@ impl Position {
             }
             _ => 0,
         };
-        Position { mask, bytes: false }
+        Position {
+            mask,
+            bytes: false,
+            level: 0,
+            root: Root::None,
+        }
     }
 
-    /// The position of a child of the container at `self`, which is at `depth` (the top
-    /// item is depth 0), reached through `key` (`None`: an array element, or a key that
-    /// names no field, such as one that was tagged).
-    pub fn child(self, schema: Schema, depth: usize, key: Option<&[u8]>, array: bool) -> Position {
-        let Schema::Typed(paths) = schema else {
-            return Position {
-                mask: 0,
-                bytes: false,
-            };
+    /// The top-level item of a response: an object of the kind, or a list of them
+    /// (`items[]`). No kind with `[]byte` fields has a top-level field `items`.
+    pub fn response_top(schema: Schema) -> Position {
+        Position {
+            root: Root::Items,
+            ..Position::top(schema)
+        }
+    }
+
+    /// A watch event: its `object` is an object of the kind.
+    pub fn event() -> Position {
+        Position {
+            root: Root::Event,
+            ..Position::top(Schema::Unstructured)
+        }
+    }
+
+    /// The position of a child of the container at `self`, reached through `key`
+    /// (`None`: an array element, or a key that names no field, such as one that was
+    /// tagged).
+    pub fn child(self, schema: Schema, key: Option<&[u8]>, array: bool) -> Position {
+        const NOTHING: Position = Position {
+            mask: 0,
+            bytes: false,
+            level: 0,
+            root: Root::None,
         };
+        match self.root {
+            Root::None if self.mask == 0 => return NOTHING,
+            Root::Elements if array => return Position::top(schema),
+            Root::Event if !array && key == Some(b"object") => return Position::top(schema),
+            _ => {}
+        }
+        let Schema::Typed(paths) = schema else {
+            return NOTHING;
+        };
+        let depth = self.level as usize;
         let mut mask = 0u8;
         let mut bytes = false;
         for (bit, path) in paths.iter().enumerate().take(MAX_PATHS) {
@@ -96,7 +148,17 @@ impl Position {
                 }
             }
         }
-        Position { mask, bytes }
+        let root = if self.root == Root::Items && !array && key == Some(b"items") {
+            Root::Elements
+        } else {
+            Root::None
+        };
+        Position {
+            mask,
+            bytes,
+            level: self.level.saturating_add(1),
+            root,
+        }
     }
 }
 
@@ -122,30 +184,19 @@ mod tests {
     fn paths_are_followed_step_by_step() {
         let s = Schema::Typed(CM);
         let top = Position::top(s);
-        let bd = top.child(s, 0, Some(b"binaryData"), false);
-        assert_eq!(
-            bd,
-            Position {
-                mask: 1,
-                bytes: false
-            }
-        );
-        assert!(bd.child(s, 1, Some(b"anything"), false).bytes);
+        let bd = top.child(s, Some(b"binaryData"), false);
+        assert_eq!((bd.mask, bd.bytes), (1, false));
+        assert!(bd.child(s, Some(b"anything"), false).bytes);
         // Under an array, or one level deeper, it no longer applies.
-        assert!(!bd.child(s, 1, None, true).bytes);
-        let v = bd.child(s, 1, Some(b"k"), false);
-        assert_eq!(
-            v.child(s, 2, Some(b"x"), false),
-            Position {
-                mask: 0,
-                bytes: false
-            }
-        );
+        assert!(!bd.child(s, None, true).bytes);
+        let v = bd.child(s, Some(b"k"), false);
+        let x = v.child(s, Some(b"x"), false);
+        assert_eq!((x.mask, x.bytes), (0, false));
         // Other keys, a prefix, another case, a tagged key: nothing.
         for k in [&b"data"[..], b"binaryDat", b"BinaryData"] {
-            assert_eq!(top.child(s, 0, Some(k), false).mask, 0, "{k:?}");
+            assert_eq!(top.child(s, Some(k), false).mask, 0, "{k:?}");
         }
-        assert_eq!(top.child(s, 0, None, false).mask, 0);
+        assert_eq!(top.child(s, None, false).mask, 0);
     }
 
     #[test]
@@ -153,16 +204,16 @@ mod tests {
         let s = Schema::Typed(HOOKS);
         let top = Position::top(s);
         assert_eq!(top.mask, 0b11);
-        let w = top.child(s, 0, Some(b"webhooks"), false);
+        let w = top.child(s, Some(b"webhooks"), false);
         assert_eq!(w.mask, 0b01);
-        let e = w.child(s, 1, None, true);
-        let cc = e.child(s, 2, Some(b"clientConfig"), false);
-        assert!(cc.child(s, 3, Some(b"caBundle"), false).bytes);
-        assert!(!cc.child(s, 3, Some(b"url"), false).bytes);
+        let e = w.child(s, None, true);
+        let cc = e.child(s, Some(b"clientConfig"), false);
+        assert!(cc.child(s, Some(b"caBundle"), false).bytes);
+        assert!(!cc.child(s, Some(b"url"), false).bytes);
         // The map under `webhooks` is not an array: no match.
-        assert_eq!(w.child(s, 1, Some(b"0"), false).mask, 0);
-        let spec = top.child(s, 0, Some(b"spec"), false);
-        assert!(spec.child(s, 1, Some(b"request"), false).bytes);
+        assert_eq!(w.child(s, Some(b"0"), false).mask, 0);
+        let spec = top.child(s, Some(b"spec"), false);
+        assert!(spec.child(s, Some(b"request"), false).bytes);
     }
 
     #[test]
@@ -170,7 +221,32 @@ mod tests {
         for s in [Schema::Unstructured, Schema::Unknown, Schema::Typed(&[])] {
             let top = Position::top(s);
             assert_eq!(top.mask, 0);
-            assert!(!top.child(s, 0, Some(b"binaryData"), false).bytes);
+            assert!(!top.child(s, Some(b"binaryData"), false).bytes);
         }
+    }
+
+    #[test]
+    fn responses_find_objects_in_lists_and_watch_events() {
+        let s = Schema::Typed(CM);
+        let field = |p: Position| {
+            p.child(s, Some(b"binaryData"), false)
+                .child(s, Some(b"k"), false)
+                .bytes
+        };
+        // A single object, a list's items, a watch event's object.
+        let top = Position::response_top(s);
+        assert!(field(top));
+        let items = top.child(s, Some(b"items"), false);
+        assert!(field(items.child(s, None, true)));
+        assert!(field(Position::event().child(s, Some(b"object"), false)));
+        // Not elsewhere: `items` below the top, an object that is not a list's element,
+        // another key of an event, a request body's `items`.
+        let meta = top.child(s, Some(b"metadata"), false);
+        let deep = meta.child(s, Some(b"items"), false).child(s, None, true);
+        assert!(!field(deep));
+        assert!(!field(items.child(s, Some(b"x"), false)));
+        assert!(!field(Position::event().child(s, Some(b"type"), false)));
+        let request = Position::top(s).child(s, Some(b"items"), false);
+        assert!(!field(request.child(s, None, true)));
     }
 }

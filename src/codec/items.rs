@@ -200,10 +200,7 @@ impl ItemCounter {
     }
 
     fn fail(&mut self, reason: Reason) {
-        self.state = State::Failed(CodecError {
-            reason,
-            offset: self.offset.saturating_sub(1),
-        });
+        self.state = State::Failed(CodecError::new(reason, self.offset.saturating_sub(1)));
     }
 }
 

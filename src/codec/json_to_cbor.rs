@@ -43,8 +43,10 @@
 //! earlier pair is cut out of the buffer (a [`Hole`]); if it had already been
 //! streamed out (maps larger than the window) the input is rejected instead.
 
+use super::base64::GoBase64;
 use super::buf::{extend_head_prefix, extend_run};
 use super::error::{CodecError, Reason};
+use super::fields::{Position, Schema, MAX_FIELD_NAME};
 use super::keys::{KeyOutcome, KeySets};
 use super::number::{
     interpret_json_number, write_float, write_head, write_int, JsonNumber, MAJOR_ARRAY,
@@ -330,6 +332,20 @@ const ESCAPED: [u8; 256] = {
 const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
 const LITERAL_CBOR: [u8; 3] = [0xf5, 0xf4, 0xf6];
 
+/// Tag 22 (expected later encoding: standard base64), one byte.
+const TAG_BASE64: u8 = 0xd6;
+
+/// The length of the CBOR head of a string of `n` bytes.
+fn head_size(n: u64) -> usize {
+    match n {
+        0..=23 => 1,
+        24..=0xff => 2,
+        0x100..=0xffff => 3,
+        0x1_0000..=0xffff_ffff => 5,
+        _ => 9,
+    }
+}
+
 /// Streaming JSON → CBOR transcoder. See the module documentation.
 #[derive(Debug)]
 pub struct JsonToCbor {
@@ -376,6 +392,14 @@ pub struct JsonToCbor {
     scratch: Vec<u8>,
     // Duplicate keys.
     keys: KeySets<PairLoc>,
+    // `[]byte` fields (`opts.schema` typed: `typed`).
+    typed: bool,
+    /// The position of each open array and object, innermost last.
+    positions: Vec<Position>,
+    /// The position of the value after the key just read.
+    next_value: Position,
+    /// The bytes of a `[]byte` field's base64 text, decoded.
+    raw: Vec<u8>,
     // Progress.
     offset: u64,
     documents: u64,
@@ -435,6 +459,10 @@ impl JsonToCbor {
             num: Vec::new(),
             scratch: Vec::new(),
             keys: KeySets::new(),
+            typed: matches!(opts.schema, Schema::Typed(_)),
+            positions: Vec::new(),
+            next_value: Position::top(Schema::Unstructured),
+            raw: Vec::new(),
             offset: 0,
             documents: 0,
             error: None,
@@ -457,12 +485,15 @@ impl JsonToCbor {
         let mut num = std::mem::take(&mut self.num);
         let scratch = std::mem::take(&mut self.scratch);
         let mut keys = std::mem::replace(&mut self.keys, KeySets::new());
+        let mut positions = std::mem::take(&mut self.positions);
+        let raw = std::mem::take(&mut self.raw);
         stack.clear();
         body.clear();
         slots.clear();
         holes.clear();
         num.clear();
         keys.clear();
+        positions.clear();
         *self = JsonToCbor {
             scan: self.scan,
             stack,
@@ -472,6 +503,8 @@ impl JsonToCbor {
             num,
             scratch,
             keys,
+            positions,
+            raw,
             ..JsonToCbor::new(self.opts)
         };
     }
@@ -966,6 +999,10 @@ impl JsonToCbor {
                     self.value_done::<DD, W>(out);
                     return Ok(i + 2);
                 }
+                if self.typed {
+                    let pos = self.value_position();
+                    self.positions.push(pos);
+                }
                 // The placeholder is the indefinite head, ready for a flush.
                 self.stack.push(Frame {
                     kind,
@@ -1224,6 +1261,9 @@ impl JsonToCbor {
                 self.probe[..k].copy_from_slice(&s[..k]);
                 self.probe_len = k as u8;
             }
+            if self.typed {
+                self.key_read(Some(s));
+            }
             self.end_key::<DD, W>(quote)?;
             self.state = State::Colon;
             // The colon, when it follows at once (compact JSON).
@@ -1235,6 +1275,11 @@ impl JsonToCbor {
                 next += 1;
             }
             return Ok(next);
+        }
+        if self.typed && self.value_position().bytes {
+            // Head and text are the last bytes of the body; the head has its final length.
+            let head = self.body.len() - n - head_size(n as u64);
+            self.bytes_field(head, head_size(n as u64));
         }
         self.value_done::<DD, W>(out);
         Ok(next)
@@ -1382,6 +1427,28 @@ impl JsonToCbor {
         // The open string's slot is the last one: nothing else gets a slot
         // while it is read.
         debug_assert!(self.str_slot == NONE || self.str_slot + 1 == self.slots.len());
+        if self.typed {
+            // A string streamed out in part (longer than the window) is neither a field
+            // name nor a `[]byte` value cborgate rewrites.
+            let whole = self
+                .slots
+                .get(self.str_slot)
+                .filter(|slot| slot.kind == SlotKind::OpenStr)
+                .map(|slot| slot.pos);
+            if self.str_is_key {
+                let key = whole.map(|pos| &self.body[pos + 1..]);
+                let key = key.filter(|k| k.len() <= MAX_FIELD_NAME);
+                self.next_value = self.child_of_top(key, false);
+            } else if let Some(pos) = whole.filter(|_| self.value_position().bytes) {
+                // Its placeholder (one byte) and text are the last bytes of the body.
+                if self.bytes_field(pos, 1) {
+                    self.slots.pop();
+                    self.str_slot = NONE;
+                    self.value_done::<DD, W>(out);
+                    return Ok(());
+                }
+            }
+        }
         if let Some(slot) = self.slots.get_mut(self.str_slot) {
             let len = self.body.len() - slot.pos - 1;
             let chunk = slot.kind == SlotKind::OpenChunk;
@@ -1405,6 +1472,62 @@ impl JsonToCbor {
             self.value_done::<DD, W>(out);
             Ok(())
         }
+    }
+
+    /// With a schema: where the value about to start (or just ended) sits. The top of a
+    /// document is a response's object or list, or a watch event.
+    fn value_position(&self) -> Position {
+        match self.stack.last() {
+            None if self.opts.watch => Position::event(),
+            None => Position::response_top(self.opts.schema),
+            Some(f) if f.kind == Container::Object => self.next_value,
+            Some(_) => self.child_of_top(None, true),
+        }
+    }
+
+    /// With a schema: the position of a child of the innermost open container.
+    fn child_of_top(&self, key: Option<&[u8]>, array: bool) -> Position {
+        match self.positions.last() {
+            Some(p) => p.child(self.opts.schema, key, array),
+            None => Position::top(Schema::Unstructured),
+        }
+    }
+
+    /// With a schema: a key `s` (a whole string) has been read; where its value sits.
+    #[cold]
+    fn key_read(&mut self, s: Option<&[u8]>) {
+        let key = s.filter(|k| k.len() <= MAX_FIELD_NAME);
+        self.next_value = self.child_of_top(key, false);
+    }
+
+    /// The string value at the end of the body, its head at `body[head..]` taking
+    /// `head_len` bytes (as counted in `inline`), is a `[]byte` field: its base64 text
+    /// becomes tag 22 and the bytes, as a CBOR-enabled kube-apiserver 1.36.2 writes such a
+    /// field (observed: ConfigMap `binaryData` `"AAECAw=="` is `d6 44 00 01 02 03`; docs/wire.md
+    /// §2). Base64 that Go's decoder refuses cannot come from a Go upstream (it wrote the
+    /// text from the bytes); should it come, the text string stays as it is and `false`
+    /// says so. Decided by the text alone, so the bytes do not depend on how the input
+    /// was cut.
+    #[cold]
+    #[inline(never)]
+    fn bytes_field(&mut self, head: usize, head_len: usize) -> bool {
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        let mut b64 = GoBase64::new();
+        let ok = b64
+            .push::<true>(&self.body[head + head_len..], &mut raw)
+            .and_then(|()| b64.finish())
+            .is_ok();
+        if ok {
+            self.body.truncate(head);
+            let before = self.body.len();
+            self.body.push(TAG_BASE64);
+            write_head(&mut self.body, MAJOR_BYTES, raw.len() as u64);
+            self.inline = self.inline - head_len + (self.body.len() - before);
+            self.body.extend_from_slice(&raw);
+        }
+        self.raw = raw;
+        ok
     }
 
     #[inline(always)]
@@ -1468,6 +1591,9 @@ impl JsonToCbor {
         if let Some(&f) = self.stack.last() {
             if f.kind == kind && f.count < 24 && f.head != NONE && !DD {
                 self.stack.pop();
+                if self.typed {
+                    self.positions.pop();
+                }
                 self.body[f.head] = kind.major() | f.count as u8;
                 self.value_done::<DD, W>(out);
                 return Ok(());
@@ -1486,6 +1612,9 @@ impl JsonToCbor {
         let Some(f) = self.stack.pop() else {
             return Err(self.err(Reason::Syntax, i));
         };
+        if self.typed {
+            self.positions.pop();
+        }
         if f.kind != kind {
             return Err(self.err(Reason::Syntax, i));
         }

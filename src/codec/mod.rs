@@ -12,6 +12,7 @@
 //! configurable ([`Limits`]), and every failure a [`CodecError`] with a byte
 //! offset and a [`Reason`] from a closed set.
 
+mod base64;
 mod buf;
 mod cbor_to_json;
 pub mod diag;
@@ -87,6 +88,10 @@ pub struct JsonToCborOptions {
     /// sends duplicates, so the response path may turn this off.
     pub dedupe_keys: bool,
     pub limits: Limits,
+    /// Which fields of a response's objects are `[]byte` (docs/wire.md §2): their base64
+    /// text becomes tag 22 and the bytes, as a CBOR-enabled server writes them.
+    /// [`fields::Schema::Typed`] only; any other schema changes nothing.
+    pub schema: fields::Schema,
 }
 
 impl Default for JsonToCborOptions {
@@ -97,6 +102,7 @@ impl Default for JsonToCborOptions {
             watch: false,
             dedupe_keys: true,
             limits: Limits::default(),
+            schema: fields::Schema::Unstructured,
         }
     }
 }

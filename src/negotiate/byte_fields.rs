@@ -56,65 +56,89 @@ const CRD: &[&[Step]] = &[&[
 ]];
 const APISERVICE: &[&[Step]] = &[&[Key("spec"), Key("caBundle")]];
 
-/// (group, version, resource, its `[]byte` fields).
-const BYTE_FIELDS: &[(&str, &str, &str, &[&[Step]])] = &[
-    ("", "v1", "configmaps", CONFIGMAP),
-    ("", "v1", "secrets", SECRET),
+/// (group, version, resource, its kind, its `[]byte` fields).
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static [Step]],
+);
+
+/// Every resource with `[]byte` fields.
+const BYTE_FIELDS: &[Row] = &[
+    ("", "v1", "configmaps", "ConfigMap", CONFIGMAP),
+    ("", "v1", "secrets", "Secret", SECRET),
     (
         "certificates.k8s.io",
         "v1",
         "certificatesigningrequests",
+        "CertificateSigningRequest",
         CSR,
     ),
     (
         "certificates.k8s.io",
         "v1beta1",
         "certificatesigningrequests",
+        "CertificateSigningRequest",
         CSR,
     ),
     (
         "certificates.k8s.io",
         "v1",
         "podcertificaterequests",
+        "PodCertificateRequest",
         PCR_V1,
     ),
     (
         "certificates.k8s.io",
         "v1beta1",
         "podcertificaterequests",
+        "PodCertificateRequest",
         PCR_V1BETA1,
     ),
     (
         "admissionregistration.k8s.io",
         "v1",
         "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
         WEBHOOKS,
     ),
     (
         "admissionregistration.k8s.io",
         "v1",
         "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
         WEBHOOKS,
     ),
     (
         "admissionregistration.k8s.io",
         "v1beta1",
         "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
         WEBHOOKS,
     ),
     (
         "admissionregistration.k8s.io",
         "v1beta1",
         "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
         WEBHOOKS,
     ),
     (
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
+        "CustomResourceDefinition",
         CRD,
     ),
-    ("apiregistration.k8s.io", "v1", "apiservices", APISERVICE),
+    (
+        "apiregistration.k8s.io",
+        "v1",
+        "apiservices",
+        "APIService",
+        APISERVICE,
+    ),
 ];
 
 /// The built-in groups and the versions this table knows.
@@ -170,10 +194,38 @@ pub fn typed_body(route: &ResourceRoute) -> Schema {
     );
     let fields = BYTE_FIELDS
         .iter()
-        .find(|(g, v, r, _)| *g == group && *v == version && *r == route.resource)
+        .find(|(g, v, r, ..)| *g == group && *v == version && *r == route.resource)
         .filter(|_| whole_object)
         .map_or(&[][..], |(.., f)| *f);
     Schema::Typed(fields)
+}
+
+/// The schema of a successful answer from `route` (docs/wire.md §2): the `[]byte` fields of
+/// the objects it holds, where the table knows them; nothing to rewrite otherwise.
+pub fn typed_response(route: &ResourceRoute) -> Schema {
+    match typed_body(route) {
+        Schema::Typed(fields) if !fields.is_empty() => Schema::Typed(fields),
+        _ => Schema::Unstructured,
+    }
+}
+
+/// The kind and version the apiserver decodes a typed body to `route` into, where that kind
+/// has `[]byte` fields: the words of its decode errors
+/// (`ConfigMap in version "v1" cannot be handled as a ConfigMap: …`).
+pub fn typed_kind(route: &ResourceRoute) -> Option<TypedKind> {
+    BYTE_FIELDS
+        .iter()
+        .find(|(g, v, r, ..)| {
+            *g == route.group.as_str() && *v == route.version.as_str() && *r == route.resource
+        })
+        .map(|&(_, version, _, kind, _)| TypedKind { kind, version })
+}
+
+/// A built-in kind at one version, as its decode errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypedKind {
+    pub kind: &'static str,
+    pub version: &'static str,
 }
 
 /// Whether a typed body under `schema` may have a `[]byte` field (or fields not known).
@@ -255,7 +307,7 @@ mod tests {
 
     #[test]
     fn every_table_row_names_a_known_group_version() {
-        for (g, v, r, fields) in BYTE_FIELDS {
+        for (g, v, r, _, fields) in BYTE_FIELDS {
             let known = BUILT_IN.iter().any(|(bg, vs)| bg == g && vs.contains(v));
             assert!(known, "{g}/{v} {r}");
             assert!(fields.len() <= crate::codec::fields::MAX_PATHS, "{r}");

@@ -100,6 +100,9 @@ pub enum BodyAction {
         /// Which fields are bytes (`byte_fields`): by the kind for a typed body, none for
         /// an apply patch or a custom resource.
         schema: Schema,
+        /// The kind the body decodes into, where it has `[]byte` fields: the words of the
+        /// 400 for a bad one (`byte_fields::typed_kind`).
+        kind: Option<byte_fields::TypedKind>,
     },
     /// Upgrade mode: transcode a JSON body to CBOR (WIRE.md §2 rules) and send it with this
     /// `Content-Type` (`application/cbor`, or `application/apply-patch+cbor`).
@@ -201,6 +204,10 @@ pub struct Plan {
     /// answer will most likely pass through: it keeps the client's `Accept-Encoding`,
     /// and a CBOR-enabled server's gzip reaches the client untouched.
     pub upstream_speaks_cbor: bool,
+    /// Which fields of a successful transcoded answer are `[]byte`: the route's kind, as
+    /// an object, a list of them or watch events, when the client asked for the objects
+    /// themselves (not a Table or metadata only); see [`Plan::on_response`].
+    pub response_schema: Schema,
 }
 
 impl Plan {
@@ -483,6 +490,7 @@ impl<'a> Emulation<'a> {
             mode: UpstreamMode::Legacy,
             client_gzip: false,
             upstream_speaks_cbor: false,
+            response_schema: Schema::Unstructured,
         }
     }
 
@@ -552,6 +560,9 @@ impl<'a> Emulation<'a> {
                 if chosen.offer == Offer::Cbor {
                     plan.response = ResponseAction::JsonToCbor { watch };
                     plan.upstream_accept = Some(chosen.as_json_accept());
+                    if let (Route::Resource(r), None) = (&plan.route, chosen.options.convert) {
+                        plan.response_schema = byte_fields::typed_response(r);
+                    }
                 }
                 // JSON, YAML or protobuf: the client's own `Accept` goes upstream untouched.
             }
@@ -722,6 +733,11 @@ fn serve_resource<'a>(
             } else {
                 byte_fields::typed_body(req.route)
             },
+            kind: if upstream_content_type == APPLY_YAML {
+                None
+            } else {
+                byte_fields::typed_kind(req.route)
+            },
         },
         BodyCheck::Fine | BodyCheck::UnsupportedPatch => BodyAction::PassThrough,
     };
@@ -818,6 +834,10 @@ mod tests {
     const TO_JSON: BodyAction = BodyAction::CborToJson {
         upstream_content_type: JSON,
         schema: Schema::Typed(byte_fields::CONFIGMAP),
+        kind: Some(byte_fields::TypedKind {
+            kind: "ConfigMap",
+            version: "v1",
+        }),
     };
 
     fn head<'a>(
@@ -954,6 +974,7 @@ mod tests {
             BodyAction::CborToJson {
                 upstream_content_type: APPLY_YAML,
                 schema: Schema::Unstructured,
+                kind: None,
             }
         );
         assert_eq!((p.verb, p.request_format), ("APPLY", Format::Cbor));
@@ -970,6 +991,7 @@ mod tests {
             BodyAction::CborToJson {
                 upstream_content_type: APPLY_YAML,
                 schema: Schema::Unstructured,
+                kind: None,
             }
         );
         assert_passthrough(&p, Format::Json);
@@ -2036,6 +2058,7 @@ mod tests {
         let apply = BodyAction::CborToJson {
             upstream_content_type: APPLY_YAML,
             schema: Schema::Unstructured,
+            kind: None,
         };
         let pom = "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         let fallback = "application/cbor;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1;q=0.9";

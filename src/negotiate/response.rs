@@ -10,6 +10,7 @@ use super::encoding;
 use super::media::Format;
 use super::plan::{Plan, ResponseAction};
 use super::route::Route;
+use crate::codec::fields::Schema;
 
 /// What the upstream's response head says, as far as decisions go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub struct OnResponse {
     /// 2xx) passes through untouched: count its events (`cborgate_watch_events_total`)
     /// and the open stream (`cborgate_watch_streams_active`) as a transcoded watch's.
     pub count_events: bool,
+    /// Which fields of the body to transcode are `[]byte` ([`Plan::response_schema`] for a
+    /// 2xx made CBOR; an error's `Status` has none).
+    pub schema: Schema,
 }
 
 /// The media type of a `Content-Type` value: parameters cut, trimmed.
@@ -77,6 +81,7 @@ impl Plan {
                 format: self.response_format.as_str(),
                 gzip: false,
                 count_events: false,
+                schema: Schema::Unstructured,
             };
         }
         let media = media_type(head.content_type);
@@ -137,6 +142,12 @@ impl Plan {
             && head
                 .content_encoding
                 .is_none_or(|e| e.trim().eq_ignore_ascii_case("identity"));
+        let transcoded = matches!(action, ResponseAction::JsonToCbor { .. });
+        let schema = if transcoded && (200..300).contains(&head.status) {
+            self.response_schema
+        } else {
+            Schema::Unstructured
+        };
         OnResponse {
             replay: false,
             action,
@@ -144,6 +155,7 @@ impl Plan {
             format,
             gzip,
             count_events,
+            schema,
         }
     }
 
@@ -307,10 +319,58 @@ mod tests {
                 format,
                 gzip: false,
                 count_events,
+                schema: got.schema,
             };
             assert_eq!(
                 got, want,
                 "{mode:?} {} {:?} {:?} → {response:?} replayed={replayed}",
+                head.method, head.path, head.accept
+            );
+        }
+    }
+
+    /// Which `[]byte` fields a transcoded answer has (docs/wire.md §2): the route's kind
+    /// for a 2xx made CBOR, as an object, a list or watch events; nothing for a Table or
+    /// metadata only, an error Status, a kind without such fields, a custom resource, or an
+    /// answer that is not transcoded.
+    #[test]
+    fn response_schemas() {
+        use crate::negotiate::byte_fields::typed_response;
+        use crate::negotiate::route::Route;
+        use UpstreamMode::*;
+        let typed = |path: &str| match Route::classify(path) {
+            Route::Resource(r) => typed_response(&r),
+            other => panic!("{other:?}"),
+        };
+        let cm = typed(CMS);
+        assert!(matches!(cm, Schema::Typed(f) if f.len() == 1));
+        let secret = "/api/v1/namespaces/ns/secrets/s";
+        let pods = "/api/v1/namespaces/ns/pods";
+        let cr = "/apis/harness.example.com/v1/namespaces/ns/widgets";
+        let pom = "application/cbor;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        let none = Schema::Unstructured;
+        #[rustfmt::skip]
+        let cases: Vec<(UpstreamMode, RequestHead, ResponseHead, Schema)> = vec![
+            (Legacy, req("GET", CM, None, "application/cbor", None), resp(200, JSON, None), cm),
+            (Legacy, req("GET", CMS, None, "application/cbor", None), resp(200, JSON, None), cm),
+            (Legacy, req("GET", CMS, Some("watch=1"), "application/cbor", None), resp(200, JSON, None), cm),
+            (Legacy, req("PUT", CM, None, "application/cbor", CBOR), resp(200, JSON, None), cm),
+            (Legacy, req("POST", CMS, None, "application/cbor", CBOR), resp(201, JSON, None), cm),
+            (Auto, req("GET", CM, None, "application/cbor", None), resp(200, JSON, None), cm),
+            (Legacy, req("GET", secret, None, "application/cbor", None), resp(200, JSON, None), typed(secret)),
+            (Legacy, req("GET", CM, None, pom, None), resp(200, JSON, None), none),
+            (Legacy, req("GET", CM, None, "application/cbor", None), resp(404, JSON, None), none),
+            (Legacy, req("GET", CM, None, "application/cbor", None), resp(200, CBOR, None), none),
+            (Legacy, req("GET", CM, None, "application/json", None), resp(200, JSON, None), none),
+            (Legacy, req("GET", pods, None, "application/cbor", None), resp(200, JSON, None), none),
+            (Legacy, req("GET", cr, None, "application/cbor", None), resp(200, JSON, None), none),
+            (Native, req("GET", CM, None, "application/cbor", None), resp(200, CBOR, None), none),
+        ];
+        for (mode, head, response, want) in cases {
+            let got = plan(&head, mode).on_response(response, false).schema;
+            assert_eq!(
+                got, want,
+                "{mode:?} {} {} {:?} → {response:?}",
                 head.method, head.path, head.accept
             );
         }

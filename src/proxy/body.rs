@@ -66,6 +66,7 @@ impl BodyCodec {
     /// A response body (JSON → CBOR); `watch` for a watch stream. The transcoder comes
     /// from `transcoders` and goes back there when the body is done.
     pub fn response(
+        schema: Schema,
         watch: bool,
         window: usize,
         strings: StringMode,
@@ -79,6 +80,7 @@ impl BodyCodec {
             // A Go upstream never sends duplicate keys.
             dedupe_keys: false,
             limits,
+            schema,
         });
         Self::new(Direction::Response, ("json", "cbor"), watch, Box::new(t))
     }
@@ -105,6 +107,7 @@ impl BodyCodec {
             watch: false,
             dedupe_keys: true,
             limits,
+            schema: Schema::Unstructured,
         });
         Self::new(Direction::Request, ("json", "cbor"), false, Box::new(t))
     }

@@ -230,7 +230,7 @@ impl Exchange {
         match self.request_codec.as_mut() {
             Some(codec) => codec
                 .chunk_into(piece, piece.is_none(), &mut self.request_out)
-                .map_err(|e| (p.bad_body(&e), false))?,
+                .map_err(|e| (p.body_refused(&e), false))?,
             None => self
                 .request_out
                 .extend_from_slice(piece.unwrap_or_default()),
@@ -390,7 +390,14 @@ impl Exchange {
         }
         let (codec, watch) = match decision.action {
             ResponseAction::JsonToCbor { watch } => (
-                BodyCodec::response(watch, s.window, s.strings, s.limits, &s.transcoders),
+                BodyCodec::response(
+                    decision.schema,
+                    watch,
+                    s.window,
+                    s.strings,
+                    s.limits,
+                    &s.transcoders,
+                ),
                 watch,
             ),
             ResponseAction::CborToJson { watch } => {

@@ -316,14 +316,18 @@ fn go_string(mut raw: &[u8]) -> String {
     }
 }
 
-/// A `[]byte` value: tags 21-23 and 55799 only say how the bytes might be shown
-/// later; the bytes are the value (base64 in JSON). Text is refused, as fxamacker/cbor
+/// A `[]byte` value. Under a tag 21-23 the bytes are the value (base64 in JSON); the tag
+/// only says how they might be shown later. Untagged (or under 55799 alone), a byte string
+/// holds base64 text, which Go's `base64.StdEncoding` decodes, as a CBOR-enabled
+/// kube-apiserver 1.36.2 does (`h'414148…'`, the text `AAH//g==`, is stored as 00 01 ff fe;
+/// `'hello'` is "illegal base64 data at input byte 4"). Text is refused, as fxamacker/cbor
 /// refuses a text string for `[]byte`.
 fn byte_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, String> {
     let start = d.position();
+    let mut innermost = None;
     while peek(d)? >> 5 == 6 {
         match d.tag().map(u64::from) {
-            Ok(21..=23 | 55799) => {}
+            Ok(t @ (21..=23 | 55799)) => innermost = Some(t),
             _ => {
                 d.set_position(start);
                 return item(d, depth);
@@ -331,10 +335,95 @@ fn byte_value(d: &mut Decoder<'_>, depth: usize) -> Result<Value, String> {
         }
     }
     match peek(d)? >> 5 {
-        2 => Ok(Value::String(util::base64_std(&string_bytes(d, 2)?))),
+        2 if matches!(innermost, Some(21..=23)) => {
+            Ok(Value::String(util::base64_std(&string_bytes(d, 2)?)))
+        }
+        2 => {
+            let text = string_bytes(d, 2)?;
+            let raw = go_base64_decode(&text).map_err(|at| {
+                format!(
+                    "cbor: failed to decode base64 from byte string: illegal base64 data at input byte {at}"
+                )
+            })?;
+            Ok(Value::String(util::base64_std(&raw)))
+        }
         3 => Err("cbor: cannot unmarshal UTF-8 text string into Go value of type []uint8".into()),
         _ => item(d, depth),
     }
+}
+
+/// Go's `base64.StdEncoding.Decode`, quantum by quantum as `decodeQuantum` in Go's
+/// `encoding/base64` reads them: `\r` and `\n` skipped, `=` padding required, bits after
+/// the last byte ignored. `Err(n)` is Go's `CorruptInputError(n)`.
+fn go_base64_decode(src: &[u8]) -> Result<Vec<u8>, usize> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let newline = |c: u8| c == b'\n' || c == b'\r';
+    let mut out = Vec::new();
+    let mut si = 0;
+    while si < src.len() {
+        let mut dbuf = [0u8; 4];
+        let mut dlen = 4;
+        let mut j = 0;
+        while j < 4 {
+            if si == src.len() {
+                if j == 0 {
+                    return Ok(out);
+                }
+                return Err(si - j);
+            }
+            let c = src[si];
+            si += 1;
+            if let Some(v) = value(c) {
+                dbuf[j] = v;
+                j += 1;
+                continue;
+            }
+            if newline(c) {
+                continue;
+            }
+            if c != b'=' {
+                return Err(si - 1);
+            }
+            match j {
+                0 | 1 => return Err(si - 1),
+                2 => {
+                    while si < src.len() && newline(src[si]) {
+                        si += 1;
+                    }
+                    if si == src.len() {
+                        return Err(src.len());
+                    }
+                    if src[si] != b'=' {
+                        return Err(si - 1);
+                    }
+                    si += 1;
+                }
+                _ => {}
+            }
+            while si < src.len() && newline(src[si]) {
+                si += 1;
+            }
+            if si < src.len() {
+                return Err(si);
+            }
+            dlen = j;
+            break;
+        }
+        let val = (dbuf[0] as u32) << 18
+            | (dbuf[1] as u32) << 12
+            | (dbuf[2] as u32) << 6
+            | dbuf[3] as u32;
+        let bytes = [(val >> 16) as u8, (val >> 8) as u8, val as u8];
+        out.extend_from_slice(&bytes[..dlen - 1]);
+    }
+    Ok(out)
 }
 
 /// A tagged item. 55799 and unknown tags are dropped (UnrecognizedTagContentToAny);
@@ -620,19 +709,40 @@ mod tests {
 
     #[test]
     fn byte_fields_of_typed_kinds() {
-        // Issue 19 item 5: `binaryData: {"b": 23(h'0001fffe')}` is stored as 00 01 ff fe.
+        // kube-apiserver 1.36.2, CBOR on: `binaryData: {"b": 23(h'0001fffe')}` (and 21, 22,
+        // and the base64 text `'AAH//g=='` untagged) is stored as 00 01 ff fe.
         let typed = |b: &[u8]| {
             decode_typed_body(b, Some("binaryData")).map(|j| String::from_utf8(j).unwrap())
         };
         for value in [
             &b"\xd7\x44\x00\x01\xff\xfe"[..],
             b"\xd5\x44\x00\x01\xff\xfe",
-            b"\x44\x00\x01\xff\xfe",
+            b"\xd6\x44\x00\x01\xff\xfe",
+            // Untagged: base64 text, decoded (and written again in canonical form).
+            b"\x48AAH//g==",
+            b"\x48AAH//h==",
+            b"\x49AAH/\n/g==",
+            b"\xd9\xd9\xf7\x48AAH//g==",
         ] {
             let body = [&b"\xa1\x4abinaryData\xa1\x41b"[..], value].concat();
             assert_eq!(typed(&body).unwrap(), r#"{"binaryData":{"b":"AAH//g=="}}"#);
             // Without the kind, the tag's text form (a custom resource).
             assert!(decode_body(&body).is_ok());
+        }
+        // What the real server refused, with the same words (Go's offsets).
+        for (value, at) in [
+            (&b"\x44\x00\x01\xff\xfe"[..], 0),
+            (b"\x45hello", 4),
+            (b"\x46AAH//g", 4),
+            (b"\x48AAH__g==", 3),
+            (b"\x49AAH/ /g==", 4),
+            (b"\x49AAH//g===", 8),
+        ] {
+            let body = [&b"\xa1\x4abinaryData\xa1\x41b"[..], value].concat();
+            assert_eq!(
+                typed(&body).unwrap_err(),
+                format!("cbor: failed to decode base64 from byte string: illegal base64 data at input byte {at}")
+            );
         }
         let text = b"\xa1\x4abinaryData\xa1\x41b\x62ab";
         assert_eq!(

@@ -52,6 +52,16 @@ fn decode_object(
         Format::Cbor => {
             transcoded = cbor_decode::decode_typed_body(body, cbor::bytes_field(res.kind))
                 .map_err(|why| {
+                    // The decoder's own complaints about a value are worded as the real
+                    // server words them (kube-apiserver 1.36.2, a ConfigMap with `'hello'`
+                    // in `binaryData`).
+                    if why.starts_with("cbor: failed to decode base64") {
+                        return status::bad_request(format!(
+                            "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
+                            kind = res.kind,
+                            version = res.version
+                        ));
+                    }
                     unrecognized(format!(
                         "unable to determine group/version/kind: {why} ({})",
                         cbor::summarize(body)

@@ -1,6 +1,6 @@
 //! Byte fields and tagged map keys in CBOR request bodies (docs/wire.md §3): the JSON a
-//! legacy apiserver must read for what a CBOR-enabled one decodes (issue 19 item 5, issue 20
-//! item 12), at every split of the input.
+//! legacy apiserver must read for what a CBOR-enabled one (kube-apiserver 1.36.2) decodes,
+//! at every split of the input.
 
 use cborgate::codec::fields::{Schema, Step};
 use cborgate::codec::{CborToJson, CborToJsonOptions, Reason};
@@ -68,11 +68,17 @@ fn json(schema: Schema, cbor: &[u8]) -> Result<String, Reason> {
         c.finish(&mut out).map_err(|e| e.reason)?;
         Ok(String::from_utf8(out).expect("JSON is UTF-8"))
     };
-    let whole = run(&[0, cbor.len()]);
-    let bytewise: Vec<usize> = (0..=cbor.len()).collect();
+    same_at_every_cut(cbor.len(), run)
+}
+
+/// `run` over an input of `len` bytes cut at `cuts`: whole, byte at a time and at every
+/// single split, one answer for all.
+fn same_at_every_cut<T: PartialEq + std::fmt::Debug>(len: usize, run: impl Fn(&[usize]) -> T) -> T {
+    let whole = run(&[0, len]);
+    let bytewise: Vec<usize> = (0..=len).collect();
     assert_eq!(run(&bytewise), whole, "byte at a time");
-    for cut in 1..cbor.len() {
-        assert_eq!(run(&[0, cut, cbor.len()]), whole, "split at {cut}");
+    for cut in 1..len {
+        assert_eq!(run(&[0, cut, len]), whole, "split at {cut}");
     }
     whole
 }
@@ -86,9 +92,9 @@ fn cm(value: Vec<u8>) -> Vec<u8> {
 }
 
 #[test]
-fn a_byte_field_gets_the_bytes_whatever_the_tag() {
-    // Issue 19: `binaryData: {"b": 23(h'0001fffe')}` is stored as 00 01 ff fe by the
-    // CBOR-enabled server; the legacy server must get their base64. `data` is a string
+fn a_tagged_byte_field_gets_the_bytes_whatever_the_tag() {
+    // The CBOR-enabled server (1.36.2) stores `binaryData: {"b": 23(h'0001fffe')}` (and 21,
+    // 22) as 00 01 ff fe; the legacy server must get their base64. `data` is a string
     // field: there the tag's text form stays (docs/wire.md §3's table).
     let want = r#"{"kind":"ConfigMap","binaryData":{"b":"AAH//g=="},"data":{"s":"0001"}}"#;
     let bytes = b(&[0x00, 0x01, 0xff, 0xfe]);
@@ -96,10 +102,14 @@ fn a_byte_field_gets_the_bytes_whatever_the_tag() {
         tag(23, bytes.clone()),
         tag(21, bytes.clone()),
         tag(22, bytes.clone()),
-        bytes.clone(),
         tag(55799, tag(21, bytes.clone())),
         // Indefinite length, in two chunks.
-        [vec![0x5f], b(&[0, 1]), b(&[0xff, 0xfe]), vec![0xff]].concat(),
+        tag(
+            22,
+            [vec![0x5f], b(&[0, 1]), b(&[0xff, 0xfe]), vec![0xff]].concat(),
+        ),
+        // An untagged byte string holding the base64 text (below).
+        b(b"AAH//g=="),
     ] {
         assert_eq!(
             json(CM, &cm(value.clone())).as_deref(),
@@ -120,6 +130,78 @@ fn a_byte_field_gets_the_bytes_whatever_the_tag() {
     assert_eq!(
         json(CM, &cm(vec![0xf6])).as_deref(),
         Ok(r#"{"kind":"ConfigMap","binaryData":{"b":null},"data":{"s":"0001"}}"#)
+    );
+}
+
+/// The Go offset of a refused body's `InvalidBase64`, whole and byte at a time.
+fn base64_refusal(schema: Schema, cbor: &[u8]) -> Option<u64> {
+    let opts = CborToJsonOptions {
+        schema,
+        input_len: Some(cbor.len() as u64),
+        ..CborToJsonOptions::default()
+    };
+    let run = |step: usize| {
+        let mut c = CborToJson::new(opts);
+        let mut out = Vec::new();
+        for piece in cbor.chunks(step) {
+            c.feed(piece, &mut out)?;
+        }
+        c.finish(&mut out)
+    };
+    let whole = run(cbor.len().max(1)).err();
+    assert_eq!(run(1).err(), whole, "byte at a time");
+    whole
+        .filter(|e| e.reason == Reason::InvalidBase64)
+        .map(|e| e.detail)
+}
+
+#[test]
+fn an_untagged_byte_string_in_a_byte_field_is_base64_text() {
+    // Observed on a CBOR-enabled kube-apiserver 1.36.2 (docs/wire.md §3): it decodes the
+    // bytes of an untagged byte string in a `[]byte` field as base64 text, with Go's
+    // `base64.StdEncoding`. The legacy server decodes the same text from the JSON string.
+    let ok: &[(&[u8], &str)] = &[
+        (b"AAH//g==", "AAH//g=="),
+        (b"", ""),
+        (b"AAH//h==", "AAH//h=="),
+        (b"AAH/\n/g==", "AAH/\\n/g=="),
+        (b"AAH/\r\n/g==", "AAH/\\r\\n/g=="),
+    ];
+    for (text, want) in ok {
+        let want = format!(
+            r#"{{"kind":"ConfigMap","binaryData":{{"b":"{want}"}},"data":{{"s":"0001"}}}}"#
+        );
+        assert_eq!(json(CM, &cm(b(text))), Ok(want), "{text:?}");
+    }
+    // Indefinite length: the chunks are one text.
+    assert_eq!(
+        json(
+            CM,
+            &cm([vec![0x5f], b(b"AAH"), b(b"//g="), b(b"="), vec![0xff]].concat())
+        )
+        .as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":"AAH//g=="},"data":{"s":"0001"}}"#)
+    );
+    // What the real server refused, with the offset its message named.
+    let bad: &[(&[u8], u64)] = &[
+        (b"\x00\x01\xff\xfe", 0),
+        (b"hello", 4),
+        (b"AAH//g", 4),
+        (b"AAH__g==", 3),
+        (b"AAH/ /g==", 4),
+        (b"AAH//g===", 8),
+    ];
+    for (text, at) in bad {
+        let body = cm(b(text));
+        assert_eq!(json(CM, &body), Err(Reason::InvalidBase64), "{text:?}");
+        assert_eq!(base64_refusal(CM, &body), Some(*at), "{text:?}");
+    }
+    let split = cm([vec![0x5f], b(b"AAH/"), b(b"/g="), b(b"x"), vec![0xff]].concat());
+    assert_eq!(base64_refusal(CM, &split), Some(6));
+    // Elsewhere an untagged byte string is the string of its bytes, as before.
+    assert_eq!(
+        json(Schema::Unstructured, &cm(b(b"hello"))).as_deref(),
+        Ok(r#"{"kind":"ConfigMap","binaryData":{"b":"hello"},"data":{"s":"0001"}}"#)
     );
 }
 
@@ -178,7 +260,13 @@ fn an_unknown_typed_body_refuses_ambiguous_byte_strings() {
         json(Schema::Unknown, &body(t("text"))).as_deref(),
         Ok(r#"{"spec":{"x":"text"}}"#)
     );
-    for v in [b(b"abcd"), tag(21, b(&[0, 1])), tag(23, b(&[0, 1]))] {
+    // Untagged: the string of its bytes, for a string field and (as base64 text, which the
+    // legacy server checks) for a []byte one.
+    assert_eq!(
+        json(Schema::Unknown, &body(b(b"abcd"))).as_deref(),
+        Ok(r#"{"spec":{"x":"abcd"}}"#)
+    );
+    for v in [tag(21, b(&[0, 1])), tag(23, b(&[0, 1]))] {
         assert_eq!(
             json(Schema::Unknown, &body(v.clone())),
             Err(Reason::AmbiguousBytes),
@@ -265,4 +353,177 @@ fn routes_pick_their_schema_end_to_end() {
         .as_deref(),
         Ok(r#"{"spec":{"request":"Q1NS"}}"#)
     );
+}
+
+/// JSON → CBOR of a response with `schema`, at every cut.
+fn response_cbor(schema: Schema, watch: bool, window: usize, json: &str) -> Vec<u8> {
+    use cborgate::codec::{JsonToCbor, JsonToCborOptions};
+    let json = json.as_bytes();
+    let opts = JsonToCborOptions {
+        schema,
+        watch,
+        window,
+        dedupe_keys: false,
+        ..JsonToCborOptions::default()
+    };
+    let run = |cuts: &[usize]| {
+        let mut c = JsonToCbor::new(opts);
+        let mut out = Vec::new();
+        for w in cuts.windows(2) {
+            c.feed(&json[w[0]..w[1]], &mut out).unwrap();
+        }
+        c.finish(&mut out).unwrap();
+        out
+    };
+    same_at_every_cut(json.len(), run)
+}
+
+fn sd(item: Vec<u8>) -> Vec<u8> {
+    tag(55799, item)
+}
+
+#[test]
+fn a_response_writes_byte_fields_as_tag_22_and_the_bytes() {
+    use cborgate::codec::DEFAULT_WINDOW;
+    let w = DEFAULT_WINDOW;
+    // A ConfigMap: `binaryData` values become 22(bytes); `data` stays text.
+    let got = response_cbor(
+        CM,
+        false,
+        w,
+        r#"{"binaryData":{"b":"AAEC//4=","e":"","n":null},"data":{"b":"AAEC//4="}}"#,
+    );
+    let want = sd(map(vec![
+        (
+            b(b"binaryData"),
+            map(vec![
+                (b(b"b"), tag(22, b(&[0, 1, 2, 0xff, 0xfe]))),
+                (b(b"e"), tag(22, b(&[]))),
+                (b(b"n"), vec![0xf6]),
+            ]),
+        ),
+        (b(b"data"), map(vec![(b(b"b"), b(b"AAEC//4="))])),
+    ]));
+    assert_eq!(got, want);
+    // Escapes (`\/`), a long value (a head of several bytes), and a value longer than
+    // the window (streamed out as text before it ends: left as it is).
+    let long = "QUJD".repeat(40);
+    let json = format!(r#"{{"binaryData":{{"x":"AAEC\/\/4=","l":"{long}"}}}}"#);
+    let want = sd(map(vec![(
+        b(b"binaryData"),
+        map(vec![
+            (b(b"x"), tag(22, b(&[0, 1, 2, 0xff, 0xfe]))),
+            (b(b"l"), tag(22, b("ABC".repeat(40).as_bytes()))),
+        ]),
+    )]));
+    assert_eq!(response_cbor(CM, false, w, &json), want);
+    let small = response_cbor(CM, false, 100, &json);
+    assert!(
+        small.windows(1).filter(|x| x[0] == 0xd6).count() == 1,
+        "{small:02x?}"
+    );
+    // Base64 a Go upstream never writes stays the text string it is.
+    assert_eq!(
+        response_cbor(
+            CM,
+            false,
+            w,
+            r#"{"binaryData":{"b":"AAEC"},"x":{"binaryData":"QQ"}}"#
+        ),
+        sd(map(vec![
+            (
+                b(b"binaryData"),
+                map(vec![(b(b"b"), tag(22, b(&[0, 1, 2])))])
+            ),
+            (b(b"x"), map(vec![(b(b"binaryData"), b(b"QQ"))])),
+        ]))
+    );
+    assert_eq!(
+        response_cbor(CM, false, w, r#"{"binaryData":{"b":"not base64"}}"#),
+        sd(map(vec![(
+            b(b"binaryData"),
+            map(vec![(b(b"b"), b(b"not base64"))])
+        )]))
+    );
+}
+
+#[test]
+fn lists_watch_events_and_arrays_find_their_objects() {
+    use cborgate::codec::DEFAULT_WINDOW;
+    let w = DEFAULT_WINDOW;
+    let bytes = || tag(22, b(&[0, 1]));
+    // A list: each of `items` is an object of the kind.
+    assert_eq!(
+        response_cbor(
+            CM,
+            false,
+            w,
+            r#"{"kind":"ConfigMapList","items":[{"binaryData":{"b":"AAE="}},{"binaryData":{}}]}"#
+        ),
+        sd(map(vec![
+            (b(b"kind"), b(b"ConfigMapList")),
+            (
+                b(b"items"),
+                arr(vec![
+                    map(vec![(b(b"binaryData"), map(vec![(b(b"b"), bytes())]))]),
+                    map(vec![(b(b"binaryData"), map(vec![]))]),
+                ])
+            ),
+        ]))
+    );
+    // Watch events: the `object` of each.
+    let events = concat!(
+        r#"{"type":"ADDED","object":{"binaryData":{"b":"AAE="}}}"#,
+        "\n",
+        r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#,
+        "\n"
+    );
+    let event =
+        |ty: &[u8], object: Vec<u8>| sd(map(vec![(b(b"type"), b(ty)), (b(b"object"), sd(object))]));
+    assert_eq!(
+        response_cbor(CM, true, w, events),
+        [
+            event(
+                b"ADDED",
+                map(vec![(b(b"binaryData"), map(vec![(b(b"b"), bytes())]))])
+            ),
+            event(
+                b"BOOKMARK",
+                map(vec![(
+                    b(b"metadata"),
+                    map(vec![(b(b"resourceVersion"), b(b"9"))])
+                )])
+            ),
+        ]
+        .concat()
+    );
+    // Through arrays: webhooks[].clientConfig.caBundle.
+    assert_eq!(
+        response_cbor(
+            HOOKS,
+            false,
+            w,
+            r#"{"webhooks":[{"name":"a","clientConfig":{"caBundle":"AAE=","url":"AAE="}}]}"#
+        ),
+        sd(map(vec![(
+            b(b"webhooks"),
+            arr(vec![map(vec![
+                (b(b"name"), b(b"a")),
+                (
+                    b(b"clientConfig"),
+                    map(vec![(b(b"caBundle"), bytes()), (b(b"url"), b(b"AAE="))])
+                ),
+            ])])
+        )]))
+    );
+    // Without a typed schema nothing changes.
+    for schema in [Schema::Unstructured, Schema::Unknown, Schema::Typed(&[])] {
+        assert_eq!(
+            response_cbor(schema, false, w, r#"{"binaryData":{"b":"AAE="}}"#),
+            sd(map(vec![(
+                b(b"binaryData"),
+                map(vec![(b(b"b"), b(b"AAE="))])
+            )]))
+        );
+    }
 }

@@ -17,6 +17,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod byte_fields;
 mod cbor;
 mod cbor_client;
 mod cluster;
@@ -200,6 +201,7 @@ fn cases() -> Vec<Case> {
     all.extend(cbor_client::CASES);
     all.extend(findings::CASES);
     all.extend(goaway::CASES);
+    all.extend(byte_fields::CASES);
     all.extend(controllers::LATE_CASES);
     all.extend(operations::CASES);
     all.extend(modes::CASES);
