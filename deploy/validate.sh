@@ -145,7 +145,8 @@ for base in "${bases[@]}"; do
   name="$(basename "$base")"
   if "${KUSTOMIZE_CMD[@]}" "$base" >"$OUT/$name.yaml" 2>"$OUT/$name.err"; then
     note "  ok   $name ($(grep -c '^kind:' "$OUT/$name.yaml") objects)"
-    rendered+=("$OUT/$name.yaml")
+    # deploy/kubeadm renders a kubeadm patch, not objects: checked once applied (below).
+    [[ "$name" == kubeadm ]] || rendered+=("$OUT/$name.yaml")
   else
     fail "kustomize build deploy/$name"
     sed 's/^/       /' "$OUT/$name.err"
@@ -160,6 +161,26 @@ note "== rendered bases"
 if [[ ${#rendered[@]} -gt 0 ]]; then
   "$PY" "$HERE/validate_crds.py" check --cross-refs --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${rendered[@]}" \
     || fail "rendered manifests"
+fi
+
+note "== the credential check catches the shared front-proxy credential"
+# No base or chart may mount the kube-apiserver's front-proxy client credential
+# (it lets its holder act as any user) without the opt-in annotation: the check
+# above greps every rendered pod's volumes. Prove it still would catch one: the
+# aggregated kit with kubeadm's credential swapped in, without the opt-in.
+if [[ -f "$OUT/sidecar-aggregated.yaml" ]]; then
+  sed 's/secretName: cborgate-upstream-client$/secretName: cborgate-front-proxy-client/' \
+    "$OUT/sidecar-aggregated.yaml" >"$OUT/shared-credential.yaml"
+  if ! grep -q 'secretName: cborgate-front-proxy-client$' "$OUT/shared-credential.yaml"; then
+    fail "could not build the shared-credential example (secretName cborgate-upstream-client not found)"
+  elif "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" \
+      "$OUT/shared-credential.yaml" >"$OUT/shared-credential.out" 2>&1; then
+    fail "the shared front-proxy credential went unnoticed"
+  elif grep -q 'looks like the front-proxy client credential' "$OUT/shared-credential.out"; then
+    note "  ok   refused without the opt-in annotation"
+  else
+    fail "the shared-credential example failed for another reason"; sed 's/^/       /' "$OUT/shared-credential.out"
+  fi
 fi
 
 note "== dashboard ConfigMap"
@@ -179,10 +200,56 @@ print(f"  ok   {len(found)} ConfigMap dashboard(s) identical to grafana-dashboar
 EOF
 fi
 
+note "== kubeadm: deploy/kubeadm's patch applied to kubeadm's kube-apiserver.yaml"
+# tests/data/kubeadm-1.36/kube-apiserver.yaml is what kubeadm v1.36 writes for
+# kubeadm-init.yaml (see the README there). kubeadm applies --patches files with
+# Kubernetes' strategic merge (the Pod's patch strategy: containers and volumes
+# merge by name). kustomize's patchesStrategicMerge and `kubectl patch --local
+# --type=strategic` both apply that; every one available here is used, and they
+# must agree.
+KUBEADM_ORIG="$REPO/tests/data/kubeadm-1.36/kube-apiserver.yaml"
+KUBEADM_CONFIG_ARG=(--host-file "/etc/kubernetes/cborgate/config.toml=$HERE/kubeadm/config.toml")
+if [[ -f "$OUT/kubeadm.yaml" ]]; then
+  kd="$OUT/kubeadm-apply"
+  mkdir -p "$kd"
+  cp "$KUBEADM_ORIG" "$kd/kube-apiserver.yaml"
+  cp "$OUT/kubeadm.yaml" "$kd/patch.yaml"
+  printf 'resources:\n- kube-apiserver.yaml\npatchesStrategicMerge:\n- patch.yaml\n' >"$kd/kustomization.yaml"
+  patched=()
+  if [[ "${KUSTOMIZE_CMD[0]}" != "$PY" ]]; then
+    if "${KUSTOMIZE_CMD[@]}" "$kd" >"$OUT/kubeadm-patched-kustomize.yaml" 2>"$OUT/kubeadm-kustomize.err"; then
+      patched+=("$OUT/kubeadm-patched-kustomize.yaml")
+    else
+      fail "kustomize could not apply the kubeadm patch"; sed 's/^/       /' "$OUT/kubeadm-kustomize.err"
+    fi
+  fi
+  kubectl_bin=""
+  if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kubectl" ]]; then kubectl_bin="$KUBEBUILDER_ASSETS/kubectl"
+  elif command -v kubectl >/dev/null 2>&1; then kubectl_bin="$(command -v kubectl)"; fi
+  if [[ -n "$kubectl_bin" ]]; then
+    if KUBECONFIG=/dev/null "$kubectl_bin" patch --local -f "$kd/kube-apiserver.yaml" --type=strategic \
+        --patch-file "$kd/patch.yaml" -o yaml >"$OUT/kubeadm-patched-kubectl.yaml" 2>"$OUT/kubeadm-kubectl.err"; then
+      patched+=("$OUT/kubeadm-patched-kubectl.yaml")
+    else
+      fail "kubectl patch --local could not apply the kubeadm patch"; sed 's/^/       /' "$OUT/kubeadm-kubectl.err"
+    fi
+  fi
+  if [[ ${#patched[@]} -eq 0 ]]; then
+    fail "no strategic-merge tool (kustomize or kubectl) to apply the kubeadm patch with"
+  else
+    note "  applied with: $([[ -f "$OUT/kubeadm-patched-kustomize.yaml" ]] && printf 'kustomize ')$([[ -n "$kubectl_bin" ]] && printf 'kubectl patch --local (%s)' "$kubectl_bin")"
+    "$PY" "$HERE/validate_crds.py" kubeadm-check --original "$KUBEADM_ORIG" "${patched[@]}" || fail "kubeadm layout"
+    "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${KUBEADM_CONFIG_ARG[@]}" \
+      "${patched[0]}" || fail "patched kube-apiserver.yaml"
+  fi
+fi
+
 note "== raw files (including those no kustomization lists)"
 raw=()
+# kubeadm patches are partial Pods, checked above once applied.
 while IFS= read -r f; do raw+=("$f"); done < <(
-  find "$HERE" \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) ! -name 'kustomization.yaml' | sort)
+  find "$HERE" \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) ! -name 'kustomization.yaml' \
+    ! -path "$HERE/kubeadm/patches/*" ! -path "$HERE/helm/*" | sort)
 "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${raw[@]}" \
   || fail "raw manifests"
 
