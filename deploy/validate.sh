@@ -183,6 +183,42 @@ if [[ -f "$OUT/sidecar-aggregated.yaml" ]]; then
   fi
 fi
 
+note "== alert rules evaluated (promtool test rules, deploy/monitoring/rules-test.yaml)"
+# promtool from $PROMTOOL, PATH, or Debian's prometheus package (unpacked into
+# the cache, not installed; apt-get download needs the network once).
+find_promtool() {
+  if [[ -n "${PROMTOOL:-}" ]]; then printf '%s' "$PROMTOOL"; return 0; fi
+  if command -v promtool >/dev/null 2>&1; then command -v promtool; return 0; fi
+  local dir="$CACHE/deb-prometheus" tmp
+  if [[ ! -x "$dir/usr/bin/promtool" ]] && command -v apt-get >/dev/null 2>&1; then
+    tmp="$(mktemp -d)"
+    chmod 0777 "$tmp"
+    if (cd "$tmp" && { apt-get download -qq prometheus || { apt-get update -qq && apt-get download -qq prometheus; }; }) >/dev/null 2>&1; then
+      dpkg-deb -x "$tmp"/prometheus_*.deb "$dir"
+    fi
+    rm -rf "$tmp"
+  fi
+  [[ -x "$dir/usr/bin/promtool" ]] && printf '%s' "$dir/usr/bin/promtool"
+}
+if [[ -f "$OUT/monitoring.yaml" ]]; then
+  if promtool_bin="$(find_promtool)" && [[ -n "$promtool_bin" ]]; then
+    mkdir -p "$OUT/rules"
+    cp "$HERE/monitoring/rules-test.yaml" "$OUT/rules/"
+    "$PY" - "$OUT/monitoring.yaml" "$OUT/rules/rules.yaml" <<'EOF'
+import sys, yaml
+rules = [d for d in yaml.safe_load_all(open(sys.argv[1], encoding="utf-8")) if d and d.get("kind") == "PrometheusRule"]
+yaml.safe_dump({"groups": [g for r in rules for g in r["spec"]["groups"]]}, open(sys.argv[2], "w"), sort_keys=False)
+EOF
+    if (cd "$OUT/rules" && "$promtool_bin" test rules rules-test.yaml >"$OUT/rules/out.txt" 2>&1); then
+      note "  ok   $(grep -c 'alertname:' "$HERE/monitoring/rules-test.yaml") alert evaluations pass ($("$promtool_bin" --version 2>&1 | head -n 1))"
+    else
+      fail "promtool test rules"; sed 's/^/       /' "$OUT/rules/out.txt"
+    fi
+  else
+    note "  SKIPPED: no promtool (set PROMTOOL, or install Debian's prometheus package)"
+  fi
+fi
+
 note "== dashboard ConfigMap"
 # The ConfigMap is generated from grafana-dashboard.json (configMapGenerator),
 # so the two can only differ if someone adds a hand-written copy: check anyway.
@@ -249,7 +285,7 @@ raw=()
 # kubeadm patches are partial Pods, checked above once applied.
 while IFS= read -r f; do raw+=("$f"); done < <(
   find "$HERE" \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) ! -name 'kustomization.yaml' \
-    ! -path "$HERE/kubeadm/patches/*" ! -path "$HERE/helm/*" | sort)
+    ! -name 'rules-test.yaml' ! -path "$HERE/kubeadm/patches/*" ! -path "$HERE/helm/*" | sort)
 "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${raw[@]}" \
   || fail "raw manifests"
 
