@@ -280,6 +280,19 @@ if [[ -f "$OUT/kubeadm.yaml" ]]; then
   fi
 fi
 
+note "== Helm chart (deploy/helm/cborgate), rendered offline"
+mkdir -p "$OUT/helm"
+# files/ links to deploy/monitoring's rules and dashboard (one copy of each);
+# Helm's loader logs each link on stderr, kept in helm.err.
+if "$PY" "$HERE/render_helm.py" "$HERE/helm/cborgate" "$OUT/helm" 2>"$OUT/helm.err"; then
+  for f in "$OUT"/helm/helm-*.yaml; do
+    "$PY" "$HERE/validate_crds.py" check --cross-refs --k8s-version "$K8S_VERSION" "${wire_args[@]}" "$f" \
+      || fail "rendered chart $(basename "$f")"
+  done
+else
+  fail "Helm chart"; grep -v 'found symbolic link' "$OUT/helm.err" | sed 's/^/       /'
+fi
+
 note "== raw files (including those no kustomization lists)"
 raw=()
 # kubeadm patches are partial Pods, checked above once applied.
