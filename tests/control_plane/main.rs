@@ -22,6 +22,7 @@ mod cbor_client;
 mod cluster;
 mod controllers;
 mod cost;
+mod credentials;
 mod findings;
 mod http;
 mod kubectl_parity;
@@ -198,6 +199,7 @@ fn cases() -> Vec<Case> {
     all.extend(kubectl_parity::CASES);
     all.extend(cbor_client::CASES);
     all.extend(findings::CASES);
+    all.extend(credentials::CASES);
     all.extend(controllers::LATE_CASES);
     all.extend(operations::CASES);
     all.extend(modes::CASES);
