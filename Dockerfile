@@ -4,13 +4,24 @@
 #   docker run --rm -p 8080:8080 -p 9464:9464 ghcr.io/example/cborgate:0.1.0 \
 #       serve --listen 0.0.0.0:8080 --admin 0.0.0.0:9464 --upstream https://apiserver.example:6443
 #
-# Arguments given to `docker run` replace CMD entirely, so repeat
-# `serve --listen 0.0.0.0:8080 --admin 0.0.0.0:9464` when adding flags
-# (cborgate's own defaults bind 127.0.0.1, unreachable from outside the container).
+# Without arguments the image prints `cborgate serve --help` (CMD below) and
+# exits 0: serving needs at least --upstream, which no default can guess, and
+# --listen/--admin on a reachable address (cborgate's own defaults bind
+# 127.0.0.1, unreachable from outside the container).
+#
+# Base images are pinned by digest (tag kept for readers). The digests are the
+# ones public projects pin for these tags (rust:1.95-bookworm,
+# gcr.io/distroless/cc-debian12:nonroot); they were not re-resolved against the
+# registries from the machine that wrote this (no registry access there).
+# Refresh both together with
+#   docker buildx imagetools inspect rust:1.95-bookworm
+#   docker buildx imagetools inspect gcr.io/distroless/cc-debian12:nonroot
+# and keep them multi-platform index digests. tests/dockerfile.rs checks every
+# FROM has one.
 
 ############################ builder ############################
 # Pinned toolchain: the same Rust the project is developed and tested with.
-FROM rust:1.95-bookworm AS builder
+FROM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS builder
 WORKDIR /src
 
 # 1) Dependency cache layer: only the manifests and the shims/ crates.
@@ -58,7 +69,7 @@ RUN rm -rf target/release/.fingerprint/cborgate-* \
 ############################ runtime ############################
 # glibc + libgcc only (cc-debian12 matches the bookworm builder), CA certificates
 # included, no shell, no package manager. The :nonroot tag runs as uid/gid 65532.
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 COPY --from=builder /out/cborgate /usr/local/bin/cborgate
 # Numeric user so that Kubernetes' runAsNonRoot check can verify it.
 USER 65532:65532
@@ -72,4 +83,6 @@ EXPOSE 8080 9464
 # (see deploy/). Outside Kubernetes, probe from the host:
 #   curl -fsS http://127.0.0.1:9464/healthz
 ENTRYPOINT ["/usr/local/bin/cborgate"]
-CMD ["serve", "--listen", "0.0.0.0:8080", "--admin", "0.0.0.0:9464"]
+# What `cborgate serve` needs, rather than a start that exits 2 for want of
+# --upstream. Run it as in the header (the deploy/ manifests give every flag).
+CMD ["serve", "--help"]

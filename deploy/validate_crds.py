@@ -313,17 +313,42 @@ SM_EP_KEYS = {"port", "targetPort", "path", "scheme", "params", "interval", "scr
               "enableHttp2", "filterRunning"}
 
 
-def check_servicemonitor(where: str, doc: dict, problems: Problems, services: Optional[Dict[str, dict]]) -> None:
+def scrape_endpoints(where: str, spec: dict, field: str, keys: Set[str], problems: Problems):
+    """The endpoint objects of a ServiceMonitor or PodMonitor, with what both check:
+    objects, known fields, Prometheus durations."""
+    for i, ep in enumerate(need(spec, field, list, where, problems, f"spec.{field}") or []):
+        w = f"{where} spec.{field}[{i}]"
+        if not isinstance(ep, dict):
+            problems.add(w, "must be an object")
+            continue
+        for k in ep:
+            if k not in keys:
+                problems.add(w, f"unknown field {k}")
+        for k in ("interval", "scrapeTimeout"):
+            if k in ep and not (isinstance(ep[k], str) and DURATION_RE.match(ep[k])):
+                problems.add(w, f"{k} is not a Prometheus duration: {ep[k]!r}")
+        yield w, ep
+
+
+def monitor_spec(where: str, doc: dict, keys: Set[str], problems: Problems) -> Tuple[Optional[dict], Optional[dict]]:
+    """A ServiceMonitor's or PodMonitor's spec (known fields only) and its selector."""
     spec = need(doc, "spec", dict, where, problems, "spec")
     if spec is None:
-        return
+        return None, None
     for k in spec:
-        if k not in SM_SPEC_KEYS:
+        if k not in keys:
             problems.add(where, f"unknown field spec.{k}")
     sel = need(spec, "selector", dict, where, problems, "spec.selector")
+    if sel is not None and not sel.get("matchLabels") and not sel.get("matchExpressions"):
+        problems.add(where, "spec.selector selects everything: give matchLabels or matchExpressions")
+    return spec, sel
+
+
+def check_servicemonitor(where: str, doc: dict, problems: Problems, services: Optional[Dict[str, dict]]) -> None:
+    spec, sel = monitor_spec(where, doc, SM_SPEC_KEYS, problems)
+    if spec is None:
+        return
     if sel is not None:
-        if not sel.get("matchLabels") and not sel.get("matchExpressions"):
-            problems.add(where, "spec.selector selects everything: give matchLabels or matchExpressions")
         check_str_map(sel.get("matchLabels"), where + " spec.selector.matchLabels", problems)
     ns = spec.get("namespaceSelector")
     if ns is not None:
@@ -331,22 +356,11 @@ def check_servicemonitor(where: str, doc: dict, problems: Problems, services: Op
             problems.add(where, "spec.namespaceSelector takes only any and matchNames")
         elif "any" in ns and not isinstance(ns["any"], bool):
             problems.add(where, "spec.namespaceSelector.any must be a boolean")
-    eps = need(spec, "endpoints", list, where, problems, "spec.endpoints")
-    for i, ep in enumerate(eps or []):
-        w = f"{where} spec.endpoints[{i}]"
-        if not isinstance(ep, dict):
-            problems.add(w, "must be an object")
-            continue
-        for k in ep:
-            if k not in SM_EP_KEYS:
-                problems.add(w, f"unknown field {k}")
+    for w, ep in scrape_endpoints(where, spec, "endpoints", SM_EP_KEYS, problems):
         if "port" not in ep and "targetPort" not in ep:
             problems.add(w, "needs port (a Service port name) or targetPort")
         if "port" in ep and not isinstance(ep["port"], str):
             problems.add(w, "port must be a Service port *name*")
-        for k in ("interval", "scrapeTimeout"):
-            if k in ep and not (isinstance(ep[k], str) and DURATION_RE.match(ep[k])):
-                problems.add(w, f"{k} is not a Prometheus duration: {ep[k]!r}")
         if ep.get("scheme", "http") not in ("http", "https", "HTTP", "HTTPS"):
             problems.add(w, "scheme must be http or https")
         if "path" in ep and not str(ep["path"]).startswith("/"):
@@ -361,6 +375,170 @@ def check_servicemonitor(where: str, doc: dict, problems: Problems, services: Op
             for s in hits:
                 if ep["port"] not in s["ports"]:
                     problems.add(w, f"Service {s['name']} selected but has no port named {ep['port']!r}")
+
+
+PM_SPEC_KEYS = SM_SPEC_KEYS - {"endpoints", "targetLabels"} | {"podMetricsEndpoints"}
+PM_EP_KEYS = (SM_EP_KEYS - {"targetPort", "bearerTokenFile"}) | {"portNumber"}
+
+
+def check_podmonitor(where: str, doc: dict, problems: Problems) -> None:
+    spec, _ = monitor_spec(where, doc, PM_SPEC_KEYS, problems)
+    if spec is None:
+        return
+    for w, ep in scrape_endpoints(where, spec, "podMetricsEndpoints", PM_EP_KEYS, problems):
+        if not isinstance(ep.get("port"), str):
+            problems.add(w, "port must be a container port *name*")
+
+
+# kubeadm's configuration kinds (kubeadm.k8s.io/v1beta4): top-level fields only.
+KUBEADM_KINDS = {
+    "InitConfiguration": {"bootstrapTokens", "dryRun", "nodeRegistration", "localAPIEndpoint",
+                          "certificateKey", "skipPhases", "patches", "timeouts"},
+    "ClusterConfiguration": {"etcd", "networking", "kubernetesVersion", "controlPlaneEndpoint", "apiServer",
+                             "controllerManager", "scheduler", "dns", "proxy", "certificatesDir",
+                             "imageRepository", "featureGates", "clusterName", "encryptionAlgorithm",
+                             "certificateValidityPeriod", "caCertificateValidityPeriod"},
+    "JoinConfiguration": {"dryRun", "nodeRegistration", "caCertPath", "discovery", "controlPlane",
+                          "skipPhases", "patches", "timeouts"},
+    "UpgradeConfiguration": {"apply", "node", "diff", "plan", "timeouts"},
+}
+
+
+def check_kubeadm(where: str, doc: dict, problems: Problems) -> None:
+    kind = doc.get("kind")
+    if doc.get("apiVersion") != "kubeadm.k8s.io/v1beta4":
+        problems.add(where, "kubeadm configuration must be kubeadm.k8s.io/v1beta4 (kubeadm 1.31 and later)")
+    for k in doc:
+        if k not in KUBEADM_KINDS[kind] | {"apiVersion", "kind"}:
+            problems.add(where, f"unknown field {k} for {kind}")
+    for k in ("extraArgs",):
+        for comp in ("apiServer", "controllerManager", "scheduler"):
+            args = (doc.get(comp) or {}).get(k)
+            if args is not None and not (isinstance(args, list) and all(
+                    isinstance(a, dict) and set(a) == {"name", "value"} for a in args)):
+                problems.add(where, f"{comp}.{k} must be a list of {{name, value}} (v1beta4)")
+
+
+def toml_loads(text: str) -> dict:
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:  # pragma: no cover
+        raise SystemExit("validate_crds.py needs Python 3.11 or later (tomllib)")
+    return tomllib.loads(text)
+
+
+def cborgate_opts(c: dict) -> Dict[str, str]:
+    """`--flag value` / `--flag=value` pairs of a cborgate container's args."""
+    args = [str(a) for a in (c.get("args") or [])]
+    opts: Dict[str, str] = {}
+    i = 1
+    while i < len(args):
+        flag, eq, val = args[i].partition("=")
+        if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            val = args[i + 1]
+            i += 1
+        opts[flag] = val
+        i += 1
+    return opts
+
+
+def config_text(opts: Dict[str, str], c: dict, ps: dict, configmaps: Dict[str, dict],
+                host_files: Dict[str, str]) -> Tuple[Optional[str], str]:
+    """The text of the container's --config file, and where it came from."""
+    path = opts.get("--config")
+    if not path:
+        return "", "no --config (built-in defaults)"
+    vols = {v.get("name"): v for v in ps.get("volumes") or []}
+    for m in c.get("volumeMounts") or []:
+        mp = m.get("mountPath", "")
+        if path != mp and not path.startswith(mp.rstrip("/") + "/"):
+            continue
+        v = vols.get(m.get("name")) or {}
+        if "configMap" in v:
+            key = m.get("subPath") or path[len(mp.rstrip("/")) + 1:]
+            cm = configmaps.get(v["configMap"].get("name"))
+            if cm is None:
+                return None, f"ConfigMap {v['configMap'].get('name')} is not in the same manifests"
+            return (cm.get("data") or {}).get(key), f"ConfigMap {v['configMap'].get('name')} key {key}"
+        if "hostPath" in v:
+            host = v["hostPath"].get("path", "") + path[len(mp):]
+            if host in host_files:
+                return open(host_files[host], encoding="utf-8").read(), host_files[host]
+            return None, f"host file {host} (give --host-file {host}=REPO_FILE)"
+        return None, f"volume {m.get('name')} is neither a ConfigMap nor a hostPath"
+    return None, f"--config {path} is not mounted"
+
+
+def check_shutdown(where: str, c: dict, ps: dict, configmaps: Dict[str, dict], host_files: Dict[str, str],
+                   problems: Problems) -> None:
+    """Every manifest drains: a shutdown delay > 0 and terminationGracePeriodSeconds above
+    delay + grace period (README "SIGTERM")."""
+    opts = cborgate_opts(c)
+    text, src = config_text(opts, c, ps, configmaps, host_files)
+    if text is None:
+        problems.add(where, f"cannot read cborgate's configuration: {src}")
+        return
+    server = toml_loads(text).get("server", {})
+    delay = int(opts.get("--shutdown-delay-seconds", server.get("shutdown_delay_seconds", 0)))
+    grace = int(opts.get("--grace-period-seconds", server.get("grace_period_seconds", 30)))
+    tgps = ps.get("terminationGracePeriodSeconds", 30)
+    if delay <= 0:
+        problems.add(where, f"server.shutdown_delay_seconds is {delay} ({src}): set a few seconds, "
+                            "so endpoints stop sending before the listener closes")
+    if tgps < delay + grace:
+        problems.add(where, f"terminationGracePeriodSeconds {tgps} is below shutdown delay {delay} + "
+                            f"grace period {grace} ({src}): the kubelet kills the drain")
+
+
+SHARED_ACK = "cborgate.io/shared-front-proxy-credential"
+
+
+def check_credentials(where: str, doc: dict, ps: dict, problems: Problems) -> None:
+    """No workload gets a credential the main apiserver trusts for X-Remote-* headers
+    (kubeadm's front-proxy client certificate) without an explicit, annotated opt-in.
+    The kube-apiserver static pod (kube-system/kube-apiserver) uses the node's own copy."""
+    meta = doc.get("metadata") or {}
+    static_apiserver = (doc.get("kind") == "Pod" and meta.get("name") == "kube-apiserver"
+                        and ps.get("hostNetwork") is True)
+    tmeta = meta if doc.get("kind") == "Pod" else ((doc.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    acked = ((tmeta.get("annotations") or {}).get(SHARED_ACK) == "acknowledged")
+    for v in ps.get("volumes") or []:
+        name = None
+        if "secret" in v:
+            name = f"Secret {v['secret'].get('secretName')}"
+            shared = "front-proxy" in str(v["secret"].get("secretName", ""))
+        elif "hostPath" in v:
+            name = f"hostPath {v['hostPath'].get('path')}"
+            shared = re.search(r"front-proxy-client\.key$|/pki/?$", str(v["hostPath"].get("path", ""))) is not None
+        elif "projected" in v:
+            srcs = [s.get("secret", {}).get("name", "") for s in v["projected"].get("sources") or []]
+            name = f"projected Secret(s) {srcs}"
+            shared = any("front-proxy" in s for s in srcs)
+        else:
+            continue
+        if shared and not static_apiserver and not acked:
+            problems.add(where, f"volume {v.get('name')} ({name}) looks like the front-proxy client credential "
+                                "that the main apiserver trusts for X-Remote-* headers (anyone who can read it "
+                                f"can act as system:masters): opt in with the pod annotation {SHARED_ACK}: "
+                                "acknowledged, next to the warning, or use a CA only the aggregated server trusts")
+
+
+ADMIN_OK = re.compile(r"^(127\.0\.0\.1|\[::1\]|localhost|\$\(POD_IP\)|\$\(NODE_IP\)):\d+$")
+
+
+def check_admin_bind(where: str, c: dict, problems: Problems) -> None:
+    """The admin listener (/metrics, /debug/capabilities) has no authentication: never
+    0.0.0.0; loopback, or the pod's or node's own address from the downward API."""
+    admin = cborgate_opts(c).get("--admin", "")
+    if admin and not ADMIN_OK.match(admin):
+        problems.add(where, f"--admin {admin}: the unauthenticated admin listener must bind loopback, "
+                            "$(POD_IP) or $(NODE_IP) (downward API), never every address")
+    env = {e.get("name"): e for e in c.get("env") or []}
+    for var, field in (("POD_IP", "status.podIP"), ("NODE_IP", "status.hostIP")):
+        if f"$({var})" in " ".join(str(a) for a in c.get("args") or []):
+            got = (((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            if got != field:
+                problems.add(where, f"$({var}) is used but env {var} is not fieldRef {field}")
 
 
 def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int:
@@ -576,6 +754,11 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "ports": {p.get("name") for p in (d.get("spec") or {}).get("ports") or []},
             }
 
+    configmaps = {(d.get("metadata") or {}).get("name"): d for _, d in all_docs
+                  if isinstance(d, dict) and d.get("kind") == "ConfigMap"}
+    netpols = [((d.get("spec") or {}).get("podSelector") or {}).get("matchLabels") or {} for _, d in all_docs
+               if isinstance(d, dict) and d.get("kind") == "NetworkPolicy"]
+    host_files = dict(hf.split("=", 1) for hf in args.host_file)
     for where, d in all_docs:
         if not isinstance(d, dict):
             problems.add(where, "document is not a mapping")
@@ -584,10 +767,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         if kind == "Kustomization":
             continue
         name = (d.get("metadata") or {}).get("name")
+        if kind in KUBEADM_KINDS and str(api).startswith("kubeadm.k8s.io/"):
+            # kubeadm's configuration files have no metadata.
+            check_kubeadm(f"{where} {kind}", d, problems)
+            counts["custom"] += 1
+            continue
         if not kind or not api or not name:
             problems.add(where, "apiVersion, kind and metadata.name are required")
             continue
         w = f"{where} {kind}/{name}"
+        if kind == "PodMonitor":
+            if api != "monitoring.coreos.com/v1":
+                problems.add(w, f"apiVersion must be monitoring.coreos.com/v1, not {api}")
+            check_podmonitor(w, d, problems)
+            counts["custom"] += 1
+            continue
         if kind in ("ServiceMonitor", "PrometheusRule"):
             if api != "monitoring.coreos.com/v1":
                 problems.add(w, f"apiVersion must be monitoring.coreos.com/v1, not {api}")
@@ -612,10 +806,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         # Beyond the schema.
         ps = pod_spec(d)
         if ps:
+            check_credentials(w, d, ps, problems)
             for c in (ps.get("containers") or []) + (ps.get("initContainers") or []):
                 if "cborgate" in str(c.get("image", "")):
                     counts["cborgate"] += 1
-                    check_cborgate_container(f"{w} container {c.get('name')}", c, problems)
+                    cw = f"{w} container {c.get('name')}"
+                    check_cborgate_container(cw, c, problems)
+                    check_shutdown(cw, c, ps, configmaps, host_files, problems)
+                    check_admin_bind(cw, c, problems)
+                    if args.cross_refs and kind != "Pod" and not any(
+                            all(tl.get(k) == v for k, v in sel.items())
+                            for sel in netpols
+                            for tl in [((d.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}]):
+                        problems.add(w, "no rendered NetworkPolicy selects this pod: the admin port and the "
+                                        "proxy port are open to every pod without one")
                     img = str(c.get("image"))
                     if img != "ghcr.io/example/cborgate:0.1.0":
                         problems.add(w, f"image {img}: deploy/ uses ghcr.io/example/cborgate:0.1.0 throughout")
@@ -644,6 +848,125 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"{counts['cborgate']} cborgate containers, {counts['dashboards']} dashboards / {counts['panels']} panels; "
           f"metric families from {source}")
     return 1 if problems.items else 0
+
+
+# --------------------------------------------------------------------------
+# kubeadm: the patched kube-apiserver.yaml
+
+PKI = "/etc/kubernetes/pki/"
+CBORGATE_PKI_FILES = ["apiserver.crt", "apiserver.key", "ca.crt", "front-proxy-ca.crt",
+                      "front-proxy-client.crt", "front-proxy-client.key"]
+
+
+def kubeadm_layout_problems(orig: dict, pod: dict) -> List[str]:
+    """What is wrong with kubeadm's kube-apiserver.yaml after deploy/kubeadm's patch, for the
+    layout deploy/README.md describes (apiserver on 127.0.0.1:6443 keeping its advertise
+    address, cborgate on NODE_IP:6443)."""
+    out: List[str] = []
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    ometa, ospec = orig.get("metadata") or {}, orig.get("spec") or {}
+    ann = meta.get("annotations") or {}
+    if ann.get("kubectl.kubernetes.io/default-container") != "kube-apiserver":
+        out.append("annotation kubectl.kubernetes.io/default-container: kube-apiserver is missing")
+    adv_key = "kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"
+    if ann.get(adv_key) != (ometa.get("annotations") or {}).get(adv_key):
+        out.append(f"{adv_key} changed: kubeadm upgrade and join read it")
+    names = [c.get("name") for c in spec.get("containers") or []]
+    if names != ["kube-apiserver", "cborgate"]:
+        return out + [f"containers are {names}, not [kube-apiserver, cborgate]"]
+    api, cg = spec["containers"]
+    oapi = ospec["containers"][0]
+    # The apiserver: kubeadm's container, probes on loopback, nothing else changed.
+    cmd = api.get("command") or []
+    if cmd != oapi.get("command"):
+        out.append("the kube-apiserver command differs from kubeadm's: the patch must leave flags to kubeadm")
+    adv = next((a.split("=", 1)[1] for a in cmd if a.startswith("--advertise-address=")), None)
+    for want in ("--secure-port=6443", "--bind-address=127.0.0.1"):
+        if want not in cmd:
+            out.append(f"kube-apiserver needs {want} (apiServer.extraArgs in kubeadm-init.yaml)")
+    if not adv or adv.startswith("127."):
+        out.append("kube-apiserver needs its node --advertise-address (the endpoint reconciler publishes it)")
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz"), ("startupProbe", "/livez")):
+        hg = (api.get(probe) or {}).get("httpGet") or {}
+        if (hg.get("host"), hg.get("port"), hg.get("path"), hg.get("scheme")) != ("127.0.0.1", 6443, path, "HTTPS"):
+            out.append(f"kube-apiserver {probe} must be HTTPS 127.0.0.1:6443{path}, got {hg}")
+        rest = {k: v for k, v in (api.get(probe) or {}).items() if k != "httpGet"}
+        orest = {k: v for k, v in (oapi.get(probe) or {}).items() if k != "httpGet"}
+        if rest != orest:
+            out.append(f"kube-apiserver {probe}: timings changed from kubeadm's")
+    if api.get("volumeMounts") != oapi.get("volumeMounts") or api.get("image") != oapi.get("image"):
+        out.append("kube-apiserver's image or mounts changed")
+    # cborgate: on the advertised address, in front of the loopback apiserver.
+    opts = cborgate_opts(cg)
+    if opts.get("--listen") != "$(NODE_IP):6443":
+        out.append(f"cborgate --listen must be $(NODE_IP):6443, got {opts.get('--listen')}")
+    if opts.get("--upstream") != "https://127.0.0.1:6443":
+        out.append(f"cborgate --upstream must be https://127.0.0.1:6443, got {opts.get('--upstream')}")
+    env = {e.get("name"): e for e in cg.get("env") or []}
+    if (((env.get("NODE_IP") or {}).get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") != "status.hostIP":
+        out.append("cborgate needs env NODE_IP from fieldRef status.hostIP")
+    ports = {(p.get("name"), p.get("containerPort")) for p in cg.get("ports") or []}
+    if not {("https", 6443), ("metrics", 9464)} <= ports:
+        out.append(f"cborgate ports must include https 6443 and metrics 9464, got {sorted(ports)}")
+    for f, want in (("--tls-cert", "apiserver.crt"), ("--tls-key", "apiserver.key"), ("--upstream-ca", "ca.crt"),
+                    ("--client-ca-file", "ca.crt"), ("--upstream-client-cert", "front-proxy-client.crt"),
+                    ("--upstream-client-key", "front-proxy-client.key"),
+                    ("--requestheader-client-ca-file", "front-proxy-ca.crt")):
+        if opts.get(f) != PKI + want:
+            out.append(f"cborgate {f} must be {PKI + want}, got {opts.get(f)}")
+    if opts.get("--requestheader-allowed-names") != "front-proxy-client":
+        out.append("cborgate --requestheader-allowed-names must be front-proxy-client (kubeadm's)")
+    # Volumes: kubeadm's kept as they were; cborgate's six files each mounted alone.
+    vols = {v.get("name"): v for v in spec.get("volumes") or []}
+    if len(vols) != len(spec.get("volumes") or []):
+        out.append("two volumes have the same name")
+    for v in ospec.get("volumes") or []:
+        if vols.get(v.get("name")) != v:
+            out.append(f"kubeadm's volume {v.get('name')} changed or went away")
+    mounted = {}
+    for m in cg.get("volumeMounts") or []:
+        v = vols.get(m.get("name"))
+        if v is None:
+            out.append(f"cborgate mounts volume {m.get('name')}, which the pod does not have")
+            continue
+        if m.get("readOnly") is not True:
+            out.append(f"cborgate mount {m.get('mountPath')} must be readOnly")
+        hp = (v.get("hostPath") or {}).get("path", "")
+        if hp.rstrip("/") in ("/etc/kubernetes/pki", "/etc/kubernetes"):
+            out.append(f"cborgate mounts the whole {hp} (CA keys, sa.key): mount single files")
+        mounted[m.get("mountPath")] = hp
+    for f in CBORGATE_PKI_FILES:
+        if mounted.get(PKI + f) != PKI + f:
+            out.append(f"cborgate does not mount {PKI + f} from the same host file")
+    extra = [p for p in mounted if p.startswith(PKI) and p[len(PKI):] not in CBORGATE_PKI_FILES]
+    if extra:
+        out.append(f"cborgate mounts more of the pki directory than it needs: {extra}")
+    return out
+
+
+def cmd_kubeadm_check(args: argparse.Namespace) -> int:
+    orig = yaml.safe_load(open(args.original, encoding="utf-8"))
+    results = []
+    bad = 0
+    for path in args.patched:
+        docs = [d for d in yaml.safe_load_all(open(path, encoding="utf-8")) if d]
+        if len(docs) != 1 or docs[0].get("kind") != "Pod":
+            print(f"  FAIL {path}: expected one Pod, got {[d.get('kind') for d in docs]}")
+            bad += 1
+            continue
+        results.append(docs[0])
+        for p in kubeadm_layout_problems(orig, docs[0]):
+            print(f"  FAIL {path}: {p}")
+            bad += 1
+    if any(r != results[0] for r in results[1:]):
+        print(f"  FAIL the patch tools disagree: {args.patched}")
+        bad += 1
+    if not bad:
+        c = results[0]["spec"]["containers"]
+        print(f"  ok   {len(args.patched)} patched manifest(s): containers {[x['name'] for x in c]}, "
+              f"{len(c[1].get('volumeMounts') or [])} cborgate mounts, apiserver probes on 127.0.0.1:6443, "
+              "default-container annotation")
+    return 1 if bad else 0
 
 
 # --------------------------------------------------------------------------
@@ -750,8 +1073,14 @@ def main() -> int:
     c.add_argument("--wire", default=None)
     c.add_argument("--cross-refs", action="store_true",
                    help="FILES are all rendered bases together: check that the ServiceMonitor selects their Services")
+    c.add_argument("--host-file", action="append", default=[], metavar="HOST_PATH=REPO_FILE",
+                   help="a node file a hostPath volume mounts, and the repository file it is made from")
     c.add_argument("files", nargs="+")
     c.set_defaults(func=cmd_check)
+    k = sub.add_parser("kubeadm-check")
+    k.add_argument("--original", required=True, help="kubeadm's kube-apiserver.yaml before the patches")
+    k.add_argument("patched", nargs="+", help="the same after the patches, one file per tool that applied them")
+    k.set_defaults(func=cmd_kubeadm_check)
     r = sub.add_parser("render")
     r.add_argument("dir")
     r.set_defaults(func=cmd_render)

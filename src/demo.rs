@@ -13,8 +13,8 @@ pub struct DemoArgs {
     /// Proxy listen address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Stand-in apiserver listen address.
-    #[arg(long, default_value = "127.0.0.1:8001")]
+    /// Stand-in apiserver listen address (not 8001, `kubectl proxy`'s default).
+    #[arg(long, default_value = "127.0.0.1:8002")]
     pub standin: String,
     /// Admin listen address.
     #[arg(long, default_value = "127.0.0.1:9464")]
@@ -59,7 +59,10 @@ pub fn run(args: DemoArgs) -> ExitCode {
     let upstream = match rx.recv() {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => {
-            eprintln!("cborgate: the stand-in apiserver could not start on {standin_addr}: {e}");
+            eprintln!(
+                "cborgate: the stand-in apiserver could not start on {standin_addr}: {e} \
+                 (choose another address with --standin)"
+            );
             return ExitCode::from(1);
         }
         Err(_) => {

@@ -586,21 +586,21 @@ mod tests {
             "cborgate_fallbacks_total",
             "cborgate_transcode_errors_total",
             "cborgate_codec_duration_seconds_bucket",
+            "cborgate_upstream_ready",
         ] {
             assert!(
                 names.contains(&name),
                 "{name} not found in the alerts: {names:?}"
             );
         }
-        assert!(
-            selectors
-                .iter()
-                .any(|(_, m)| m == &[("code".into(), "\"503\"".into())]),
-            "{selectors:?}"
-        );
         let text = Metrics::new().render();
         for (name, matchers) in &selectors {
             if name.starts_with("process_") && !cfg!(target_os = "linux") {
+                continue;
+            }
+            // One series per certificate cborgate has loaded: none without TLS
+            // files, and nothing to expire then (docs/wire.md §6).
+            if name == "cborgate_certificate_expiry_timestamp_seconds" {
                 continue;
             }
             let found = text

@@ -25,16 +25,31 @@ fn embedded_config(yaml: &str) -> String {
     out
 }
 
+/// Every config.toml deploy/ ships (the kit's ConfigMaps and the kubeadm static
+/// pod's host file) loads, and drains with a shutdown delay (deploy/validate.sh
+/// checks the pods' terminationGracePeriodSeconds against it).
 #[test]
-fn the_gateway_configmap_holds_a_valid_config() {
-    let yaml = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/gateway/configmap.yaml"
-    ))
-    .unwrap();
-    let toml = embedded_config(&yaml);
-    assert!(toml.contains('['), "no config.toml found in the ConfigMap");
-    cborgate::config::Config::from_toml(&toml).expect("deploy/gateway config.toml is valid");
+fn the_deploy_configs_are_valid_and_drain() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for (f, embedded) in [
+        ("deploy/gateway/configmap.yaml", true),
+        ("deploy/sidecar-aggregated/configmap.yaml", true),
+        ("deploy/kubeadm/config.toml", false),
+    ] {
+        let text = std::fs::read_to_string(format!("{root}/{f}")).unwrap();
+        let toml = if embedded {
+            embedded_config(&text)
+        } else {
+            text
+        };
+        assert!(toml.contains('['), "{f}: no config.toml found");
+        let c = cborgate::config::Config::from_toml(&toml)
+            .unwrap_or_else(|e| panic!("{f}: not a valid config.toml: {e}"));
+        assert!(
+            c.server.shutdown_delay_seconds > 0,
+            "{f}: no shutdown delay"
+        );
+    }
 }
 
 #[test]

@@ -296,6 +296,45 @@ fn the_build_stage_installs_the_binary_the_runtime_starts() {
     assert_eq!(entry.args, format!("[\"{}\"]", words[2]));
 }
 
+/// Every base image is pinned by digest (`name:tag@sha256:<64 hex>`), so a
+/// rebuild fetches the bytes that were reviewed, not whatever the tag points
+/// at that day.
+#[test]
+fn every_base_image_is_pinned_by_digest() {
+    let stages = parse(&read("Dockerfile"));
+    assert!(!stages.is_empty());
+    for s in &stages {
+        let from = &s.instrs[0].args;
+        let image = from.split_whitespace().next().unwrap();
+        let (_, digest) = image
+            .split_once("@sha256:")
+            .unwrap_or_else(|| panic!("FROM {from}: not pinned by digest"));
+        assert!(
+            digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()),
+            "FROM {from}: a sha256 digest has 64 hex digits"
+        );
+    }
+}
+
+/// `docker run IMAGE` with no arguments shows what `serve` needs (its help,
+/// exit 0) instead of starting one that exits 2 for want of --upstream.
+#[test]
+fn the_default_command_says_what_serve_needs() {
+    let stages = parse(&read("Dockerfile"));
+    let runtime = stages.last().unwrap();
+    let cmd = &runtime
+        .instrs
+        .iter()
+        .rfind(|i| i.keyword == "CMD")
+        .expect("the runtime stage has a CMD")
+        .args;
+    let words: Vec<String> = serde_json::from_str(cmd).expect("CMD in JSON form");
+    assert!(
+        words.iter().any(|w| w == "--help") || words.iter().any(|w| w == "--upstream"),
+        "CMD {cmd}: starts serve without --upstream (exit 2)"
+    );
+}
+
 // ---------------------------------------------------------------- the stage, run
 
 /// Copy `src` to `dest` keeping its mtime, so that cargo's fingerprints of path

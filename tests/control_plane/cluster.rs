@@ -387,11 +387,44 @@ impl Gate {
         listen: &str,
         extra: &[&str],
     ) -> Gate {
-        let admin = format!("127.0.0.1:{}", free_port());
         // Its own copy of the client CA bundle, which a case rotates.
         let client_ca = dir.join(format!("{name}-client-ca.crt"));
         std::fs::copy(&pki.ca.path, &client_ca).unwrap();
         let client_ca = s(&client_ca);
+        let mut identity: Vec<String> = [
+            "--client-ca-file",
+            &client_ca,
+            "--upstream-client-cert",
+            &pki.front_proxy_client.cert_path,
+            "--upstream-client-key",
+            &pki.front_proxy_client.key_path,
+            "--requestheader-client-ca-file",
+            &pki.front_proxy_ca.path,
+            "--requestheader-allowed-names",
+            "front-proxy-client",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        identity.extend(extra.iter().map(|s| s.to_string()));
+        let mut g = Gate::start_with(dir, name, pki, upstream, mode, listen, identity);
+        g.client_ca = PathBuf::from(client_ca);
+        g
+    }
+
+    /// `cborgate serve --mode MODE` on `listen` with the suite's serving certificate,
+    /// in front of `upstream` (verified with the cluster CA), and `identity`: the
+    /// client-certificate and front-proxy flags, and any others.
+    pub fn start_with(
+        dir: &Path,
+        name: &str,
+        pki: &Pki,
+        upstream: &str,
+        mode: &str,
+        listen: &str,
+        identity: Vec<String>,
+    ) -> Gate {
+        let admin = format!("127.0.0.1:{}", free_port());
         let mut args: Vec<String> = [
             "serve",
             "--listen",
@@ -408,21 +441,11 @@ impl Gate {
             &pki.gate_serving.cert_path,
             "--tls-key",
             &pki.gate_serving.key_path,
-            "--client-ca-file",
-            &client_ca,
-            "--upstream-client-cert",
-            &pki.front_proxy_client.cert_path,
-            "--upstream-client-key",
-            &pki.front_proxy_client.key_path,
-            "--requestheader-client-ca-file",
-            &pki.front_proxy_ca.path,
-            "--requestheader-allowed-names",
-            "front-proxy-client",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(identity);
         let program = std::env::var_os("CBORGATE_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cborgate")));
@@ -432,7 +455,7 @@ impl Gate {
             addr: listen.to_string(),
             admin,
             mode: mode.to_string(),
-            client_ca: PathBuf::from(client_ca),
+            client_ca: PathBuf::new(),
         };
         g.wait_listening();
         g

@@ -23,6 +23,7 @@ mod cbor_client;
 mod cluster;
 mod controllers;
 mod cost;
+mod credentials;
 mod findings;
 mod goaway;
 mod http;
@@ -202,6 +203,7 @@ fn cases() -> Vec<Case> {
     all.extend(findings::CASES);
     all.extend(goaway::CASES);
     all.extend(byte_fields::CASES);
+    all.extend(credentials::CASES);
     all.extend(controllers::LATE_CASES);
     all.extend(operations::CASES);
     all.extend(modes::CASES);
