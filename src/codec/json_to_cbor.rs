@@ -1503,8 +1503,8 @@ impl JsonToCbor {
     /// The string value at the end of the body, its head at `body[head..]` taking
     /// `head_len` bytes (as counted in `inline`), is a `[]byte` field: its base64 text
     /// becomes tag 22 and the bytes, as a CBOR-enabled kube-apiserver 1.36.2 writes such a
-    /// field (observed: ConfigMap `binaryData` `"AAECAw=="` is `d6 44 00 01 02 03`; docs/wire.md
-    /// §2). Base64 that Go's decoder refuses cannot come from a Go upstream (it wrote the
+    /// field (observed: ConfigMap `binaryData` `"AAEC//4="` is `d6 45 00 01 02 ff fe`,
+    /// `tests/data/corpus/objects/configmaplist-bytes`; docs/wire.md §2). Base64 that Go's decoder refuses cannot come from a Go upstream (it wrote the
     /// text from the bytes); should it come, the text string stays as it is and `false`
     /// says so. Decided by the text alone, so the bytes do not depend on how the input
     /// was cut.

@@ -354,9 +354,10 @@ impl<'a> Emulation<'a> {
             choice: accept.negotiate(Restrictions::Default),
             pretty_query: route::query_pretty(head.query),
         };
-        // Upgrade mode writes JSON strings as CBOR strings, which a CBOR-enabled server takes
-        // as the bytes of a `[]byte` field, not as their base64: a body that may hold one
-        // goes up as the JSON it is (docs/wire.md §3, byte fields).
+        // Upgrade mode writes JSON strings as CBOR strings: a text string in a `[]byte` field
+        // is a 400 on a CBOR-enabled server (an untagged byte string it reads as base64 text,
+        // which would do): a body that may hold one goes up as the JSON it is (docs/wire.md
+        // §3, byte fields).
         // Looked up only for such a body, not for every request.
         let may_hold_bytes = || match &route {
             Route::Resource(r) => byte_fields::may_hold_bytes(byte_fields::typed_body(r)),
