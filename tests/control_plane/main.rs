@@ -202,9 +202,10 @@ fn cases() -> Vec<Case> {
     all.extend(cbor_client::CASES);
     all.extend(findings::CASES);
     all.extend(goaway::CASES);
-    all.extend(byte_fields::CASES);
     all.extend(credentials::CASES);
     all.extend(controllers::LATE_CASES);
+    // (after the metrics check: it sends bodies cborgate refuses on purpose)
+    all.extend(byte_fields::CASES);
     all.extend(operations::CASES);
     all.extend(modes::CASES);
     all.extend(layout::CASES);
