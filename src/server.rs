@@ -56,9 +56,12 @@ impl DrainTimes {
 }
 
 /// SIGTERM: fail `/readyz` and close each connection after its next response; after
-/// the shutdown delay, stop accepting (pingora), let short requests finish, then exit 0
-/// as soon as none is left or the grace period is over. Watches and other
-/// long-running streams are ended then; clients re-watch. SIGINT: fast exit.
+/// the shutdown delay, stop accepting (pingora), end long-running requests, let short
+/// requests finish, then exit 0 as soon as none is left or the grace period is over.
+/// Watches end cleanly, each with its request line logged, as kube-apiserver ends
+/// them when it shuts down: the terminating chunk on HTTP/1.1, `END_STREAM` on HTTP/2
+/// (`Admission::end_long_running`, `Gate::fail_to_proxy`); clients re-watch at once.
+/// SIGINT: fast exit.
 struct Drain {
     times: DrainTimes,
     admission: Arc<Admission>,
@@ -91,17 +94,34 @@ impl ShutdownSignalWatch for Drain {
             );
             tokio::time::sleep(delay).await;
         }
-        tracing::info!(grace_seconds = grace.as_secs(), "SIGTERM: draining");
+        tracing::info!(
+            grace_seconds = grace.as_secs(),
+            long_running = self.admission.long_running_open(),
+            "SIGTERM: draining; ending watches and other long-running requests"
+        );
+        self.admission.end_long_running();
         let admission = self.admission.clone();
         let connections = self.connections.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            // A request whose head has begun to arrive is waited for like one in flight.
-            let busy = || admission.short_in_flight() + connections.heads_arriving() > 0;
+            // A request whose head has begun to arrive is waited for like one in flight;
+            // an HTTP/2 connection until it has closed, so its last frames (a watch's
+            // END_STREAM) are sent.
+            let busy = || {
+                admission.short_in_flight()
+                    + admission.long_running_open()
+                    + connections.heads_arriving()
+                    + connections.h2_connections()
+                    > 0
+            };
             while busy() && started.elapsed() < grace {
                 std::thread::sleep(Duration::from_millis(25));
             }
-            tracing::info!(in_flight = admission.short_in_flight(), "drained; exiting");
+            tracing::info!(
+                in_flight = admission.short_in_flight(),
+                long_running = admission.long_running_open(),
+                "drained; exiting"
+            );
             std::process::exit(0);
         });
         ShutdownSignal::GracefulTerminate

@@ -205,6 +205,9 @@ pub struct Upstream {
     pub readiness: Arc<Readiness>,
 }
 
+/// The `group_key` bit of long-running requests' upstream connections.
+const LONG_RUNNING_POOL: u64 = 1 << 63;
+
 /// How often `/readyz`'s probe runs, and how long one may take.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -241,6 +244,12 @@ impl Upstream {
         peer.options.ca = self.tls.ca();
         // Pooled connections are reused only with the credentials they were made with.
         peer.group_key = self.tls.generation();
+        if long_running {
+            // Pooled apart from short requests' connections: the drain ends these
+            // (`Admission::end_long_running`), which never cuts a short request, over
+            // HTTP/1.1 or on a shared HTTP/2 connection.
+            peer.group_key |= LONG_RUNNING_POOL;
+        }
         // pingora forwards only WebSocket upgrades by default; kubectl falls
         // back to SPDY/3.1 for exec, attach and port-forward, so keep any
         // upgrade handshake whole (this applies only when `Upgrade` is present).

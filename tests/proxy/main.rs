@@ -18,5 +18,6 @@ mod legacy;
 mod limits;
 mod logs;
 mod modes;
+mod shutdown;
 mod streams;
 mod tls;

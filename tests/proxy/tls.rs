@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-struct Pki {
-    dir: PathBuf,
-    ca_der: CertificateDer<'static>,
+pub struct Pki {
+    pub dir: PathBuf,
+    pub ca_der: CertificateDer<'static>,
     server: (CertificateDer<'static>, PrivateKeyDer<'static>),
 }
 
 /// A CA, a server certificate for localhost/127.0.0.1 and a client
 /// certificate, written as PEM files under a fresh directory.
-fn pki(tag: &str) -> Pki {
+pub fn pki(tag: &str) -> Pki {
     let dir = std::env::temp_dir().join(format!("cborgate-pki-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ca_key = KeyPair::generate().unwrap();
@@ -55,13 +55,13 @@ fn pki(tag: &str) -> Pki {
     }
 }
 
-fn path(p: &Path, f: &str) -> String {
+pub fn path(p: &Path, f: &str) -> String {
     p.join(f).to_str().unwrap().to_string()
 }
 
 /// GET over TLS + HTTP/2; returns status, content type and the whole body.
 /// An HTTP/2 connection over TLS (ALPN `h2`) to `addr`, trusting `ca`.
-async fn h2_connect(
+pub async fn h2_connect(
     addr: std::net::SocketAddr,
     ca: &CertificateDer<'static>,
 ) -> h2::client::SendRequest<bytes::Bytes> {
@@ -126,7 +126,7 @@ async fn h2_get(
 }
 
 /// cborgate in legacy mode with a TLS listener (HTTP/2 and HTTP/1.1), and its PKI.
-fn tls_legacy(tag: &str) -> (Pki, Harness) {
+pub fn tls_legacy(tag: &str) -> (Pki, Harness) {
     let p = pki(tag);
     let h = Harness::start(
         "legacy",
