@@ -78,6 +78,11 @@ pub struct ServeArgs {
     /// (server.requestheader_extra_headers_prefix) [default: X-Remote-Extra-].
     #[arg(long, value_name = "PREFIXES", value_delimiter = ',', num_args = 0..)]
     pub requestheader_extra_headers_prefix: Option<Vec<String>>,
+    /// X-Forwarded-For upstream, for the apiserver's audit sourceIPs: append the client's
+    /// address to what it sent, or replace it (and drop X-Real-Ip) for clients not
+    /// trusted to say who they are (server.forwarded_for) [default: append].
+    #[arg(long, value_name = "append|replace", value_parser = ["append", "replace"])]
+    pub forwarded_for: Option<String>,
     /// Do not verify the upstream certificate; for tests (upstream.insecure_skip_verify).
     #[arg(long)]
     pub upstream_insecure_skip_verify: bool,
@@ -154,6 +159,9 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     set(&mut c.log.level, &args.log_level);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
+    }
+    if let Some(f) = &args.forwarded_for {
+        c.server.forwarded_for = f.parse().map_err(ConfigError)?;
     }
     if args.upstream_insecure_skip_verify {
         c.upstream.insecure_skip_verify = true;

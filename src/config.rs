@@ -2,7 +2,8 @@
 //! overrides, in that order of precedence (flags win). Unknown keys are an
 //! error; every key is documented in the repository's `config.toml`.
 
-use serde::{Deserialize, Serialize};
+pub use crate::negotiate::forwarded::ForwardedFor;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::{Path, PathBuf};
 
 /// How cborgate talks to the upstream (WIRE.md §5).
@@ -54,6 +55,31 @@ impl std::str::FromStr for Mode {
                 "unknown mode {s:?} (auto, legacy, native, upgrade)"
             )),
         }
+    }
+}
+
+impl std::str::FromStr for ForwardedFor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "append" => Ok(ForwardedFor::Append),
+            "replace" => Ok(ForwardedFor::Replace),
+            _ => Err(format!("unknown value {s:?} (append, replace)")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ForwardedFor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for ForwardedFor {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -125,6 +151,10 @@ pub struct ServerConfig {
     pub requestheader_group_headers: Vec<String>,
     /// Prefixes of headers that carry extras; the first is the one written upstream.
     pub requestheader_extra_headers_prefix: Vec<String>,
+    /// `X-Forwarded-For` upstream (the apiserver's audit `sourceIPs`): `append` the
+    /// client's address to what it sent, or `replace` it (and drop `X-Real-Ip`) for
+    /// clients not trusted to say who they are.
+    pub forwarded_for: ForwardedFor,
 }
 
 impl Default for ServerConfig {
@@ -155,6 +185,7 @@ impl Default for ServerConfig {
             requestheader_username_headers: names.user,
             requestheader_group_headers: names.group,
             requestheader_extra_headers_prefix: names.extra_prefix,
+            forwarded_for: ForwardedFor::Append,
         }
     }
 }

@@ -372,12 +372,13 @@ impl ProxyHttp for Gate {
 
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         req: &mut RequestHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.rewrite_upstream_request(req)?;
         identity::apply(ex.identity.as_ref(), req)?;
+        identity::forward(session, self.config.server.forwarded_for, req)?;
         self.upstream.rewrite_host(req)
     }
 

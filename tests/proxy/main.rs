@@ -13,6 +13,7 @@ mod bodies;
 mod client_scenario;
 mod connections;
 mod faults;
+mod forwarded;
 mod identity;
 mod legacy;
 mod limits;
