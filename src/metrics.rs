@@ -207,8 +207,8 @@ impl Metrics {
                 "Upgraded connections (exec, attach, port-forward) currently open, by protocol.",
                 gauges(&["protocol"])),
             build_info: family!("gauge", "cborgate_build_info",
-                "Always 1; the version label says which cborgate is running.",
-                gauges(&["version"])),
+                "Always 1; the version and commit labels say which cborgate is running.",
+                gauges(&["version", "commit"])),
             client_errors_total: family!("counter", "cborgate_client_errors_total",
                 "Client connections that failed through the client's doing (TLS or HTTP/2 handshake failures and timeouts, hang-ups, malformed requests), by kind; logged at debug level only.",
                 counter(&["kind"])),
@@ -260,7 +260,7 @@ impl Metrics {
             })
             .collect();
         m.build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT])
             .set(1);
         m.create_series_at_zero();
         m
@@ -452,7 +452,12 @@ mod tests {
                 "{name} help missing"
             );
         }
-        assert!(text.contains("cborgate_build_info{version=\""));
+        let commit = format!(
+            "cborgate_build_info{{commit=\"{}\",version=\"{}\"}} 1",
+            crate::GIT_COMMIT,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&commit), "{commit} in:\n{text}");
     }
 
     /// The label pairs of a sample line `name{a="x",b="y"} value` named `name`.

@@ -334,7 +334,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     let url = UpstreamUrl::parse(&config.upstream.url)?;
     let summary = format!(
         "cborgate {} serving {scheme}://{listen} in {} mode, upstream {}://{}:{}{}, admin http://{admin_addr}",
-        env!("CARGO_PKG_VERSION"),
+        crate::VERSION,
         config.upstream.mode.as_str(),
         if url.tls { "https" } else { "http" },
         url.host,
