@@ -51,6 +51,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_connections_refused_total",
     "cborgate_request_head_timeouts_total",
     "cborgate_memory_trims_total",
+    "cborgate_certificate_expiry_timestamp_seconds",
 ];
 
 pub struct Metrics {
@@ -87,6 +88,8 @@ pub struct Metrics {
     pub connections_refused_total: IntCounter,
     pub request_head_timeouts_total: IntCounter,
     pub memory_trims_total: IntCounter,
+    /// `file` is one of [`RELOAD_FILES`]; a sample only for the files configured.
+    pub certificate_expiry_timestamp_seconds: IntGaugeVec,
     /// The codec series of each [`CODECS`] row, looked up once here rather than by
     /// label at every body ([`Metrics::codec`]).
     codecs: Vec<CodecSeries>,
@@ -245,6 +248,9 @@ impl Metrics {
             memory_trims_total: family!("counter", "cborgate_memory_trims_total",
                 "Times freed memory was handed back to the operating system after a burst of connections ended.",
                 count),
+            certificate_expiry_timestamp_seconds: family!("gauge", "cborgate_certificate_expiry_timestamp_seconds",
+                "The notAfter (Unix seconds) of the certificate in use that expires first in each file: serving, upstream_client (the certificate chains), upstream_ca, client_ca, requestheader_ca (the CA bundles). Set at start-up and on each successful reload; no sample for a file not configured.",
+                gauges(&["file"])),
             registry,
             families,
             codecs: Vec::new(),

@@ -290,6 +290,21 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     // Authorization passed through untouched.
     let up = base.standin().requests().last().unwrap().clone();
     assert_eq!(up.header("authorization"), Some("Bearer abc"));
+    // The expiry of each certificate file in use, and none for a file not configured.
+    let expiry = |file: &str| {
+        h.metric(
+            "cborgate_certificate_expiry_timestamp_seconds",
+            &[("file", file)],
+        )
+    };
+    for (file, pem) in [("upstream_ca", "ca.pem"), ("upstream_client", "client.pem")] {
+        let want = cborgate::reload::earliest_expiry(&path(&p.dir, pem)).unwrap();
+        assert!(want > 0);
+        assert_eq!(expiry(file), want as f64, "{file}");
+    }
+    assert!(!h
+        .metrics()
+        .contains("cborgate_certificate_expiry_timestamp_seconds{file=\"serving\"}"));
 
     // Without the client certificate the upstream refuses the handshake: 503.
     let h = Harness::proxy_to(&url, "legacy", &["--upstream-ca", &path(&p.dir, "ca.pem")]);
