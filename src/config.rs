@@ -366,7 +366,8 @@ impl Config {
     }
 
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let c: Config = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let c: Config =
+            toml::from_str(text).map_err(|e| ConfigError(plain_toml_error(&e.to_string())))?;
         c.validate()?;
         Ok(c)
     }
@@ -452,10 +453,76 @@ impl Config {
         if self.server.threads == 0 {
             return Err(ConfigError("server.threads: must be at least 1".into()));
         }
+        self.validate_times()?;
         if self.codec.max_depth == 0 || self.codec.window_bytes == 0 {
             return Err(ConfigError(
                 "codec.max_depth and codec.window_bytes must be positive".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// Times beyond their bound are a mistake (a unit confused, a digit too many), not a
+    /// wish: each is refused with its bound.
+    fn validate_times(&self) -> Result<(), ConfigError> {
+        const HOUR: u64 = 3_600;
+        const DAY: u64 = 86_400;
+        let (s, u) = (&self.server, &self.upstream);
+        for (key, value, bound, unit) in [
+            (
+                "server.grace_period_seconds",
+                s.grace_period_seconds,
+                HOUR,
+                "s",
+            ),
+            (
+                "server.shutdown_delay_seconds",
+                s.shutdown_delay_seconds,
+                HOUR,
+                "s",
+            ),
+            (
+                "server.request_read_timeout_seconds",
+                s.request_read_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "server.request_head_timeout_seconds",
+                s.request_head_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "server.idle_timeout_seconds",
+                s.idle_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "upstream.connect_timeout_ms",
+                u.connect_timeout_ms,
+                600_000,
+                "ms",
+            ),
+            (
+                "upstream.response_header_timeout_seconds",
+                u.response_header_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "upstream.capability_ttl_seconds",
+                u.capability_ttl_seconds,
+                7 * DAY,
+                "s",
+            ),
+        ] {
+            if value > bound {
+                return Err(ConfigError(format!(
+                    "{key}: {value} is more than the most it may be, {bound} ({bound} {unit})"
+                )));
+            }
         }
         Ok(())
     }
@@ -560,8 +627,11 @@ impl Config {
         &self,
     ) -> Result<(std::net::SocketAddr, std::net::SocketAddr), ConfigError> {
         let parse = |key: &str, addr: &str| {
-            addr.parse::<std::net::SocketAddr>()
-                .map_err(|_| ConfigError(format!("{key}: {addr:?} is not an IP:PORT address")))
+            listen_addr(addr).ok_or_else(|| {
+                ConfigError(format!(
+                    "{key}: {addr:?} is not a listen address (IP:PORT, HOST:PORT or :PORT)"
+                ))
+            })
         };
         Ok((
             parse("server.listen", &self.server.listen)?,
@@ -586,6 +656,38 @@ impl Config {
     }
 }
 
+/// A listen address as Go programs take it: `IP:PORT`, `HOST:PORT` (the name's first
+/// IPv4 address, else its first address, as `net.Listen` picks it) or `:PORT` (every
+/// interface: `0.0.0.0:PORT`).
+pub fn listen_addr(addr: &str) -> Option<std::net::SocketAddr> {
+    use std::net::{SocketAddr, ToSocketAddrs};
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Some(a);
+    }
+    if let Some(port) = addr.strip_prefix(':') {
+        return Some(SocketAddr::from(([0, 0, 0, 0], port.parse::<u16>().ok()?)));
+    }
+    let all: Vec<SocketAddr> = addr.to_socket_addrs().ok()?.collect();
+    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
+}
+
+/// The TOML parser's message with serde's Rust type names put in words: `expected usize`
+/// (a negative number or a fraction given) says what the key takes instead.
+fn plain_toml_error(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, words) in [
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected u32", "expected a whole number, 0 or more"),
+        ("expected u16", "expected a whole number, 0 or more"),
+        ("expected u8", "expected a whole number, 0 or more"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        out = out.replace(rust, words);
+    }
+    out
+}
+
 /// The documented default file at the repository root.
 pub fn default_file() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config.toml")
@@ -601,6 +703,39 @@ mod tests {
         assert!(e.0.contains("lsten"), "{e}");
         let e = Config::from_toml("[nope]\n").unwrap_err();
         assert!(e.0.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn listen_addresses_as_go_takes_them() {
+        let a = |s: &str| listen_addr(s).map(|a| a.to_string());
+        assert_eq!(a("127.0.0.1:8080").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(a("[::1]:8080").as_deref(), Some("[::1]:8080"));
+        assert_eq!(a(":8443").as_deref(), Some("0.0.0.0:8443"));
+        assert_eq!(a("localhost:8080").as_deref(), Some("127.0.0.1:8080"));
+        for bad in ["", ":", "8080", ":x", "127.0.0.1", "localhost:99999"] {
+            assert_eq!(a(bad), None, "{bad}");
+        }
+        let c = Config::from_toml("[server]\nlisten = \":8443\"\nadmin = \"localhost:9464\"\n");
+        assert!(c.is_ok(), "{c:?}");
+    }
+
+    #[test]
+    fn absurd_times_are_refused_with_their_bound() {
+        let e = Config::from_toml("[server]\ngrace_period_seconds = 99999999999\n").unwrap_err();
+        assert_eq!(
+            e.0,
+            "server.grace_period_seconds: 99999999999 is more than the most it may be, 3600 (3600 s)"
+        );
+        let e = Config::from_toml("[upstream]\nconnect_timeout_ms = 3600000\n").unwrap_err();
+        assert!(e.0.starts_with("upstream.connect_timeout_ms: "), "{e}");
+        assert!(Config::from_toml("[server]\ngrace_period_seconds = 3600\n").is_ok());
+    }
+
+    #[test]
+    fn type_errors_name_no_rust_type() {
+        let e = Config::from_toml("[server]\nthreads = -1\n").unwrap_err();
+        assert!(e.0.contains("expected a whole number, 0 or more"), "{e}");
+        assert!(!e.0.contains("usize"), "{e}");
     }
 
     #[test]

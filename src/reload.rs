@@ -68,11 +68,15 @@ impl Kind {
     /// The configuration keys, for messages.
     fn keys(self) -> &'static str {
         match self {
-            Kind::Serving => "server.tls_cert/tls_key",
-            Kind::UpstreamCa => "upstream.ca_file",
-            Kind::UpstreamClient => "upstream.client_cert/client_key",
-            Kind::ClientCa => "server.client_ca_file",
-            Kind::RequestHeaderCa => "server.requestheader_client_ca_file",
+            Kind::Serving => "server.tls_cert/tls_key (--tls-cert/--tls-key)",
+            Kind::UpstreamCa => "upstream.ca_file (--upstream-ca)",
+            Kind::UpstreamClient => {
+                "upstream.client_cert/client_key (--upstream-client-cert/--upstream-client-key)"
+            }
+            Kind::ClientCa => "server.client_ca_file (--client-ca-file)",
+            Kind::RequestHeaderCa => {
+                "server.requestheader_client_ca_file (--requestheader-client-ca-file)"
+            }
         }
     }
 }
@@ -127,8 +131,14 @@ fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
 fn certified_key(cert: &str, key: &str) -> Result<CertifiedKey, String> {
     let chain = certificates(cert)?;
     let private = private_key(key)?;
-    CertifiedKey::from_der(chain, private, &rustls::crypto::ring::default_provider())
-        .map_err(|e| format!("{cert} with {key}: {e}"))
+    CertifiedKey::from_der(chain, private, &rustls::crypto::ring::default_provider()).map_err(|e| {
+        match e {
+            rustls::Error::InconsistentKeys(_) => {
+                format!("the key in {key} does not belong to the certificate in {cert}")
+            }
+            e => format!("{cert} with {key}: {e}"),
+        }
+    })
 }
 
 /// pingora's constructors panic on input their parser refuses; run them only on
@@ -484,17 +494,19 @@ mod tests {
         let junk = junk.to_str().unwrap();
         let e = ServingCert::load(junk, junk).unwrap_err();
         assert!(
-            e.starts_with("server.tls_cert/tls_key: ") && e.contains(junk),
+            e.starts_with("server.tls_cert/tls_key (--tls-cert/--tls-key): ") && e.contains(junk),
             "{e}"
         );
         let e = UpstreamTls::load(junk, "", "").unwrap_err();
         assert!(
-            e.starts_with("upstream.ca_file: ") && e.contains(junk),
+            e.starts_with("upstream.ca_file (--upstream-ca): ") && e.contains(junk),
             "{e}"
         );
         let e = UpstreamTls::load("", junk, junk).unwrap_err();
         assert!(
-            e.starts_with("upstream.client_cert/client_key: ") && e.contains(junk),
+            e.starts_with(
+                "upstream.client_cert/client_key (--upstream-client-cert/--upstream-client-key): "
+            ) && e.contains(junk),
             "{e}"
         );
         let none = UpstreamTls::load("", "", "").unwrap();

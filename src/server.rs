@@ -264,10 +264,8 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     // No L4 read buffer (pingora's default is 64 KiB per connection, zeroed when the
     // connection is accepted): pingora's HTTP/1 session reads the head and the body into
     // buffers of its own, so an idle connection then costs a few KiB instead of 64.
-    let endpoint = || {
-        ListenerConfig::tcp(config.server.listen.clone())
-            .l4_buffer(L4BufferSettings::default().read(0))
-    };
+    let endpoint =
+        || ListenerConfig::tcp(listen.to_string()).l4_buffer(L4BufferSettings::default().read(0));
     let scheme = match &serving {
         None => {
             proxy.add_listener(endpoint());
@@ -295,7 +293,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         }
     };
     let mut admin_service = Service::new("cborgate admin".to_string(), admin);
-    admin_service.add_tcp(&config.server.admin);
+    admin_service.add_tcp(&admin_addr.to_string());
     let client = (!config.upstream.client_cert.is_empty()).then(|| {
         (
             config.upstream.client_cert.clone(),

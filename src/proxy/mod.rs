@@ -490,8 +490,14 @@ impl ProxyHttp for Gate {
         }
         let reply = ex.local_error.take().or_else(|| {
             let failure = local_reply::failure_of(e, ex.status != 0)?;
-            // One line per upstream failure, with what pingora knows of it.
-            tracing::warn!(error = %e, "upstream request failed");
+            // One line per upstream failure, in an operator's words; pingora's own
+            // account at debug level.
+            tracing::warn!(
+                reason = %local_reply::upstream_failure_words(e.etype(), &e.to_string()),
+                kind = e.etype().as_str(),
+                "upstream request failed"
+            );
+            tracing::debug!(error = %e, "upstream request failed");
             ex.plan.as_ref().and_then(|p| p.failure_reply(&failure))
         });
         let mut code = 0;

@@ -3,6 +3,7 @@
 //! [`crate::reload::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
+use super::local_reply::upstream_failure_words;
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
 use crate::reload::UpstreamTls;
@@ -322,10 +323,16 @@ impl Upstream {
             let addr = self.resolver.resolve().await?;
             let mut peer = self.peer(addr, false, true);
             self.choose_http_version(&mut peer, false);
+            let words = |e: &pingora::Error| {
+                format!(
+                    "the upstream at {addr} {}",
+                    upstream_failure_words(e.etype(), &e.to_string())
+                )
+            };
             let (mut session, _) = connector
                 .get_http_session(&*peer)
                 .await
-                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+                .map_err(|e| words(&e))?;
             let mut req =
                 RequestHeader::build("GET", b"/readyz", None).map_err(|e| e.to_string())?;
             req.insert_header("Host", self.host_header())
@@ -342,15 +349,12 @@ impl Upstream {
             session
                 .write_request_header(Box::new(req))
                 .await
-                .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
-            session
-                .finish_request_body()
-                .await
-                .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
+                .map_err(|e| words(&e))?;
+            session.finish_request_body().await.map_err(|e| words(&e))?;
             session
                 .read_response_header()
                 .await
-                .map_err(|e| format!("no answer from {addr}: {e}"))?;
+                .map_err(|e| words(&e))?;
             let code = session.response_header().map_or(0, |r| r.status.as_u16());
             session.shutdown().await;
             Ok::<_, String>((code, addr))
