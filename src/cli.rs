@@ -88,6 +88,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true")]
     pub upstream_insecure_skip_verify: Option<bool>,
+    /// The lowest TLS version, kube-apiserver's names: VersionTLS12 or VersionTLS13
+    /// (server.tls_min_version) [default: VersionTLS12].
+    #[arg(long, value_name = "VERSION")]
+    pub tls_min_version: Option<String>,
+    /// TLS 1.2 cipher suites, comma-separated, by Go's names (server.tls_cipher_suites)
+    /// [default: every ECDHE AEAD suite]. TLS 1.3's suites are always on.
+    #[arg(long, value_name = "SUITES", value_delimiter = ',')]
+    pub tls_cipher_suites: Option<Vec<String>>,
     /// Seconds after SIGTERM during which /readyz fails but requests are still served
     /// (server.shutdown_delay_seconds) [default: 0].
     #[arg(long, value_name = "SECONDS")]
@@ -165,6 +173,8 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         &mut s.requestheader_extra_headers_prefix,
         &args.requestheader_extra_headers_prefix,
     );
+    set(&mut c.server.tls_min_version, &args.tls_min_version);
+    list(&mut c.server.tls_cipher_suites, &args.tls_cipher_suites);
     set(&mut c.log.format, &args.log_format);
     set(&mut c.log.level, &args.log_level);
     if let Some(m) = args.mode {

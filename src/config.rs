@@ -155,6 +155,47 @@ pub struct ServerConfig {
     /// client's address to what it sent, or `replace` it (and drop `X-Real-Ip`) for
     /// clients not trusted to say who they are.
     pub forwarded_for: ForwardedFor,
+    /// The lowest TLS version cborgate speaks, by kube-apiserver's names
+    /// (`--tls-min-version`): `VersionTLS12` or `VersionTLS13`.
+    pub tls_min_version: String,
+    /// The TLS 1.2 cipher suites offered, by Go's and kube-apiserver's names
+    /// (`--tls-cipher-suites`); empty: every suite of [`TLS12_CIPHER_SUITES`]. TLS 1.3's
+    /// suites are always on, as in Go.
+    pub tls_cipher_suites: Vec<String>,
+}
+
+/// The TLS 1.2 cipher suites cborgate can offer (rustls, ring), by the names Go and
+/// kube-apiserver's `--tls-cipher-suites` give them; every one is ECDHE with an AEAD.
+pub const TLS12_CIPHER_SUITES: [&str; 6] = [
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+];
+
+/// Go's names of TLS 1.3's suites, which `--tls-cipher-suites` may list (they are
+/// always on).
+const TLS13_CIPHER_SUITES: [&str; 3] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// A `--tls-cipher-suites` name as [`TLS12_CIPHER_SUITES`] or TLS 1.3's list has it (Go
+/// also takes the CHACHA20 names without `_SHA256`); `None`: not one cborgate offers.
+pub fn cipher_suite_name(name: &str) -> Option<&'static str> {
+    let full = match name {
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305" => "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305" => "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        n => n,
+    };
+    TLS12_CIPHER_SUITES
+        .iter()
+        .chain(TLS13_CIPHER_SUITES.iter())
+        .find(|n| **n == full)
+        .copied()
 }
 
 impl Default for ServerConfig {
@@ -186,6 +227,8 @@ impl Default for ServerConfig {
             requestheader_group_headers: names.group,
             requestheader_extra_headers_prefix: names.extra_prefix,
             forwarded_for: ForwardedFor::Append,
+            tls_min_version: "VersionTLS12".into(),
+            tls_cipher_suites: Vec::new(),
         }
     }
 }
@@ -454,10 +497,44 @@ impl Config {
             return Err(ConfigError("server.threads: must be at least 1".into()));
         }
         self.validate_times()?;
+        self.validate_tls_policy()?;
         if self.codec.max_depth == 0 || self.codec.window_bytes == 0 {
             return Err(ConfigError(
                 "codec.max_depth and codec.window_bytes must be positive".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// `server.tls_min_version` and `server.tls_cipher_suites`, by kube-apiserver's names.
+    fn validate_tls_policy(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        match s.tls_min_version.as_str() {
+            "VersionTLS12" | "VersionTLS13" => {}
+            "VersionTLS10" | "VersionTLS11" => {
+                return Err(ConfigError(format!(
+                    "server.tls_min_version (--tls-min-version): {}: cborgate speaks TLS 1.2 \
+                     and 1.3 only; VersionTLS12 is the lowest",
+                    s.tls_min_version
+                )))
+            }
+            other => {
+                return Err(ConfigError(format!(
+                    "server.tls_min_version (--tls-min-version): {other:?} is not VersionTLS12 \
+                     or VersionTLS13"
+                )))
+            }
+        }
+        if let Some(bad) = s
+            .tls_cipher_suites
+            .iter()
+            .find(|n| cipher_suite_name(n).is_none())
+        {
+            return Err(ConfigError(format!(
+                "server.tls_cipher_suites (--tls-cipher-suites): {bad} is not one cborgate \
+                 offers; the TLS 1.2 suites are {}, and TLS 1.3's are always on",
+                TLS12_CIPHER_SUITES.join(", ")
+            )));
         }
         Ok(())
     }
@@ -729,6 +806,20 @@ mod tests {
         let e = Config::from_toml("[upstream]\nconnect_timeout_ms = 3600000\n").unwrap_err();
         assert!(e.0.starts_with("upstream.connect_timeout_ms: "), "{e}");
         assert!(Config::from_toml("[server]\ngrace_period_seconds = 3600\n").is_ok());
+    }
+
+    #[test]
+    fn tls_policy_names_are_kube_apiservers() {
+        let c = |t: &str| Config::from_toml(&format!("[server]\n{t}\n"));
+        assert!(c("tls_min_version = \"VersionTLS13\"").is_ok());
+        assert!(c("tls_cipher_suites = [\"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305\", \"TLS_AES_128_GCM_SHA256\"]").is_ok());
+        let e = c("tls_min_version = \"VersionTLS10\"").unwrap_err();
+        assert!(e.0.contains("TLS 1.2 and 1.3 only"), "{e}");
+        let e = c("tls_cipher_suites = [\"TLS_RSA_WITH_AES_128_CBC_SHA\"]").unwrap_err();
+        assert!(
+            e.0.starts_with("server.tls_cipher_suites (--tls-cipher-suites): TLS_RSA_WITH_AES_128_CBC_SHA is not one"),
+            "{e}"
+        );
     }
 
     #[test]

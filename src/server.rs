@@ -185,10 +185,38 @@ fn watch_client_cas(reloader: &mut Reloader, cas: &Arc<ClientCas>, config: &Conf
     }
 }
 
+/// `server.tls_min_version` and `server.tls_cipher_suites` as rustls' process-wide
+/// crypto provider, installed before pingora installs its own (it keeps one already
+/// there), so the listener and the upstream connections are made with it: TLS 1.2
+/// suites kept by name (all when none is named), none at `VersionTLS13`; TLS 1.3's
+/// always, as in Go.
+fn install_tls_policy(config: &Config) {
+    use rustls::SupportedCipherSuite::{Tls12, Tls13};
+    let server = &config.server;
+    let tls13_only = server.tls_min_version == "VersionTLS13";
+    let named: Vec<&str> = server
+        .tls_cipher_suites
+        .iter()
+        .filter_map(|n| crate::config::cipher_suite_name(n))
+        .collect();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.retain(|s| match s {
+        Tls13(_) => true,
+        Tls12(_) => {
+            !tls13_only
+                && (named.is_empty() || named.contains(&format!("{:?}", s.suite()).as_str()))
+        }
+    });
+    if provider.install_default().is_err() {
+        tracing::warn!("the TLS policy could not be installed: a TLS provider was already in use");
+    }
+}
+
 /// Build the server. Every error is a configuration problem (exit status 2)
 /// whose message names the key or flag.
 pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
+    install_tls_policy(&config);
     config.validate_client_certificates()?;
     let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.

@@ -768,3 +768,64 @@ async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> 
     }
     out
 }
+
+/// A TLS handshake with the proxy offering only `suites` (rustls names, `Debug` of
+/// `CipherSuite`); the suite agreed, or `None` when the handshake fails.
+fn handshake_with(
+    proxy: std::net::SocketAddr,
+    ca: &CertificateDer<'static>,
+    suites: &[&str],
+) -> Option<String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider
+        .cipher_suites
+        .retain(|s| suites.contains(&format!("{:?}", s.suite()).as_str()));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .ok()?;
+        tls.get_ref()
+            .1
+            .negotiated_cipher_suite()
+            .map(|s| format!("{:?}", s.suite()))
+    })
+}
+
+/// `--tls-min-version` and `--tls-cipher-suites`, by kube-apiserver's names: TLS 1.2 is
+/// refused at `VersionTLS13`; at 1.2 only the named suites are offered; TLS 1.3 always.
+#[test]
+fn tls_min_version_and_cipher_suites_as_kube_apiserver_names_them() {
+    let p = pki("policy");
+    let (cert, key) = (path(&p.dir, "server.pem"), path(&p.dir, "server.key"));
+    const AES128: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256";
+    const AES256: &str = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384";
+    const TLS13: &str = "TLS13_AES_128_GCM_SHA256";
+    let with = |policy: &[&str]| {
+        let mut args = vec!["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+        args.extend_from_slice(policy);
+        Harness::start("legacy", &args)
+    };
+    let agreed = |h: &Harness, offered: &[&str]| handshake_with(h.proxy, &p.ca_der, offered);
+    let h = with(&[]);
+    assert_eq!(agreed(&h, &[AES128]).as_deref(), Some(AES128));
+    let h = with(&["--tls-min-version", "VersionTLS13"]);
+    assert_eq!(agreed(&h, &[AES128, AES256]), None);
+    assert_eq!(agreed(&h, &[TLS13]).as_deref(), Some(TLS13));
+    let h = with(&["--tls-cipher-suites", AES256]);
+    assert_eq!(agreed(&h, &[AES128]), None);
+    assert_eq!(agreed(&h, &[AES128, AES256]).as_deref(), Some(AES256));
+    assert_eq!(agreed(&h, &[TLS13]).as_deref(), Some(TLS13));
+}
