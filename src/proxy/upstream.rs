@@ -153,7 +153,18 @@ impl Resolver {
                 let why = format!("cannot resolve the upstream host {}: {e}", self.host);
                 if s.failed.is_none() {
                     // Once per outage; the counter has every failure.
-                    tracing::warn!(host = %self.host, error = %e, kept = ?s.addr, "upstream DNS lookup failed");
+                    match s.addr {
+                        Some(kept) => tracing::warn!(
+                            host = %self.host,
+                            error = %e,
+                            "upstream DNS lookup failed; still using {kept}, the last address it had"
+                        ),
+                        None => tracing::warn!(
+                            host = %self.host,
+                            error = %e,
+                            "upstream DNS lookup failed; no address yet: requests get 503"
+                        ),
+                    }
                 }
                 s.failed = Some((Instant::now(), why.clone()));
                 Err(why)
