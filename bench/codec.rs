@@ -27,7 +27,7 @@
 //! - `naive`: `serde_json::from_slice::<Value>` and a recursive minicbor
 //!   encoder (strings as byte strings, tag 55799 like the codec);
 //! - `J→C+gz`: `J→C`, then the proxy's gzip stage (`cborgate::proxy::body::Gzip`,
-//!   level 1, a fresh encoder per body as per response) over the CBOR: the cost of
+//!   `GZIP_LEVEL`, a fresh encoder per body as per response) over the CBOR: the cost of
 //!   compressing a large answer for a client that takes gzip, next to the transcode
 //!   alone. Not for the watch stream (watches are never compressed); the one-shot
 //!   table gives the gzipped size.

@@ -130,7 +130,7 @@ pub struct ServerConfig {
     /// once (429 beyond; 0 = no limit).
     pub max_long_running_requests: usize,
     /// Gzip large transcoded CBOR answers for clients that accept gzip, as a CBOR-enabled
-    /// kube-apiserver does (over 128 KiB, level 1, never watches).
+    /// kube-apiserver does (over 128 KiB, Go's `BestSpeed`, never watches).
     pub compress_responses: bool,
     /// Request body bytes held in memory at once, over all requests: transcoded bodies
     /// are read whole before they go upstream (429 with `Retry-After` beyond; 0 = no

@@ -41,6 +41,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_build_info",
     "cborgate_client_errors_total",
     "cborgate_upstream_resolve_failures_total",
+    "cborgate_upstream_retries_total",
     "cborgate_upstream_ready",
     "cborgate_reloads_total",
     "cborgate_authentications_total",
@@ -74,6 +75,8 @@ pub struct Metrics {
     /// error, counted here instead (see the `logs` module).
     pub client_errors_total: IntCounterVec,
     pub upstream_resolve_failures_total: IntCounter,
+    /// `reason` is one of [`RETRY_REASONS`].
+    pub upstream_retries_total: IntCounterVec,
     pub upstream_ready: IntGauge,
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
     pub reloads_total: IntCounterVec,
@@ -123,6 +126,12 @@ pub const RELOAD_FILES: [&str; 5] = [
 ];
 /// The `result` label values of `cborgate_reloads_total`.
 pub const RELOAD_RESULTS: [&str; 2] = ["success", "failure"];
+
+/// The `reason` label of `cborgate_upstream_retries_total` (src/proxy/replay.rs,
+/// `decide_retry`): `refused`, the upstream refused the request unprocessed (an HTTP/2
+/// GOAWAY or REFUSED_STREAM); `connection`, an idempotent request whose reused
+/// connection failed.
+pub const RETRY_REASONS: [&str; 2] = ["refused", "connection"];
 
 /// The `fallbacks_total` reasons the proxy counts (src/proxy/mod.rs, where the
 /// upstream answers 415 to a CBOR body and the request is replayed as JSON).
@@ -218,6 +227,9 @@ impl Metrics {
             upstream_resolve_failures_total: family!("counter", "cborgate_upstream_resolve_failures_total",
                 "Failed DNS lookups of the upstream's host name.",
                 count),
+            upstream_retries_total: family!("counter", "cborgate_upstream_retries_total",
+                "Requests sent upstream again after a failed attempt, by reason (refused: the upstream refused it unprocessed, with an HTTP/2 GOAWAY or REFUSED_STREAM, any method; connection: an idempotent request whose reused connection failed). The 415 replay is counted in cborgate_fallbacks_total instead.",
+                counter(&["reason"])),
             upstream_ready: family!("gauge", "cborgate_upstream_ready",
                 "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise.",
                 gauge),
@@ -290,6 +302,9 @@ impl Metrics {
         }
         for reason in FALLBACK_REASONS {
             self.fallbacks_total.with_label_values(&[reason]);
+        }
+        for reason in RETRY_REASONS {
+            self.upstream_retries_total.with_label_values(&[reason]);
         }
         for direction in ["request", "response"] {
             for reason in Reason::ALL {

@@ -187,6 +187,30 @@ impl Plan {
         Some(self.failure_answer(failure))
     }
 
+    /// The log reason of a response the upstream ended before its end (a reset, a closed
+    /// connection, a read error) once the response head had gone out: the client's
+    /// response ends abnormally (docs/wire.md §4), and the request keeps the status it
+    /// began with, the one the client got.
+    pub const CUT_SHORT: &'static str = "the upstream apiserver ended its response before the \
+         end; the client's response was ended abnormally";
+
+    /// The status and message a failure the client gets no answer to
+    /// ([`Plan::failure_reply`] is `None`: native mode's upstream that closed or reset
+    /// before answering) is counted and logged with: the code the other modes answer the
+    /// same failure with (docs/wire.md §4: 503), so `cborgate_requests_total` counts an
+    /// upstream failure as one in every mode, never as the client's own 499; the message
+    /// says the client's connection was ended instead.
+    pub fn unanswered_failure(&self, failure: &Failure) -> (u16, String) {
+        let (reply, _) = self.failure_answer(failure);
+        (
+            reply.code,
+            format!(
+                "{}; the client's connection was ended without an answer, as the upstream ended it",
+                reply.message
+            ),
+        )
+    }
+
     fn failure_answer(&self, failure: &Failure) -> Reply {
         let unavailable =
             |message: String| (self.error_reply(503, "ServiceUnavailable", message), true);
@@ -195,9 +219,11 @@ impl Plan {
             Failure::Unavailable(kind) => {
                 unavailable(format!("the upstream apiserver is unavailable: {kind}"))
             }
-            Failure::ClosedBeforeAnswer => {
-                unavailable("the upstream apiserver closed the connection before answering".into())
-            }
+            Failure::ClosedBeforeAnswer => unavailable(
+                "the upstream apiserver closed the connection or reset the stream before \
+                     answering"
+                    .into(),
+            ),
             Failure::HeaderTimeout => (
                 self.error_reply(
                     504,
@@ -319,6 +345,17 @@ mod tests {
         }
         let legacy = plan(&get, UpstreamMode::Legacy);
         assert!(legacy.failure_reply(&Failure::ClosedBeforeAnswer).is_some());
+        // Unanswered, it is still counted and logged as the upstream failure it is, with
+        // the code legacy mode answers it with: never 499, the client's own leaving.
+        let (code, message) = native.unanswered_failure(&Failure::ClosedBeforeAnswer);
+        let (answered, _) = legacy.failure_reply(&Failure::ClosedBeforeAnswer).unwrap();
+        assert_eq!(code, answered.code);
+        assert_eq!(code, 503);
+        assert!(
+            message.contains("reset the stream before answering")
+                && message.contains("ended without an answer"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! - [`identity`]: who the request is (client certificate, trusted front proxy, nobody)
 //!   and which identity headers are removed from or added to the upstream request.
 //! - [`forwarded`]: the `X-Forwarded-For` line upstream (append the client, or replace).
+//! - [`pool`]: which upstream connections a request may share (anonymous requests get
+//!   their own), and whether a failed attempt is sent again.
 
 pub mod auto;
 pub mod byte_fields;
@@ -31,6 +33,7 @@ pub mod identity;
 pub mod local;
 pub mod media;
 pub mod plan;
+pub mod pool;
 pub mod response;
 pub mod route;
 

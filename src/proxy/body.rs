@@ -245,7 +245,7 @@ impl BodyCodec {
 }
 
 /// The gzip stage after the codec, for an answer [`OnResponse::gzip`] says to compress:
-/// level 1, as the apiserver; each chunk goes through the encoder and what it has ready
+/// at [`GZIP_LEVEL`], the apiserver's `gzip.BestSpeed` in zlib's terms; each chunk goes through the encoder and what it has ready
 /// is sent on, so memory stays bounded (the deflate state, about 256 KiB with zlib's
 /// defaults, plus the encoder's 32 KiB buffer), whatever the body's size. No sync
 /// flush: a LIST is read whole by its client, so partial deflate blocks would only

@@ -1,7 +1,8 @@
 //! Identity through the proxy: carries out [`crate::negotiate::identity`] for one
 //! request. Reads what the client's certificate proved from the connection's TLS
 //! digest (`client_cert`), counts the decision in `cborgate_authentications_total`,
-//! and applies its header edits to the upstream request head (every attempt: the 415
+//! picks the upstream connections it may share ([`crate::negotiate::pool`]), and
+//! applies its header edits to the upstream request head (every attempt: the 415
 //! replay rewrites the head again from the client's). And the client's address in
 //! `X-Forwarded-For`, as [`crate::negotiate::forwarded`] decides it.
 
@@ -9,6 +10,7 @@ use crate::client_cert::peer_cert;
 use crate::metrics::metrics;
 use crate::negotiate::forwarded::{forwarding, ForwardedFor};
 use crate::negotiate::identity::{identify, HeaderNames, Identity};
+use crate::negotiate::pool::{pool, Pool};
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType, Result};
@@ -25,6 +27,13 @@ pub fn decide(session: &Session, names: &HeaderNames) -> Identity {
         .with_label_values(&[method.as_str(), result])
         .inc();
     id
+}
+
+/// The upstream connections the request may share, from its identity and its
+/// `Authorization` headers.
+pub fn pool_of(session: &Session, identity: &Identity) -> Pool {
+    let values = session.req_header().headers.get_all("authorization");
+    pool(identity, values.iter().map(|v| v.as_bytes()))
 }
 
 /// Remove and add the identity headers on the upstream request. A request with no

@@ -156,6 +156,26 @@ pub fn upstream_failure_words(etype: &ErrorType, text: &str) -> String {
     }
 }
 
+/// Whether the upstream refused the request without processing it (docs/wire.md §5a):
+/// its HTTP/2 stream met a graceful GOAWAY (`NO_ERROR`) from the upstream, which happens
+/// only to a stream above the GOAWAY's last-stream-id or to one opened on a connection
+/// already going away, or the upstream reset it with `REFUSED_STREAM`. Any other error
+/// (a broken connection, a reset for another reason) may have reached a handler.
+pub fn refused(e: &Error) -> bool {
+    let Some(h2e) = e.root_cause().downcast_ref::<h2::Error>() else {
+        return false;
+    };
+    h2e.is_remote()
+        && ((h2e.is_go_away() && h2e.reason() == Some(h2::Reason::NO_ERROR))
+            || (h2e.is_reset() && h2e.reason() == Some(h2::Reason::REFUSED_STREAM)))
+}
+
+/// Whether pingora's error is the upstream ending a response whose head had already
+/// arrived (`answered`): a reset, a closed connection or a read error in the body.
+pub fn cut_short(e: &Error, answered: bool) -> bool {
+    answered && e.esource() == &pingora::ErrorSource::Upstream
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +245,33 @@ mod tests {
         let mut down = Error::new(ErrorType::ConnectionClosed);
         down.as_down();
         assert_eq!(failure_of(&down, false), None);
+        // Once the head has arrived, only the upstream's own errors cut a response short.
+        assert!(cut_short(&up(ErrorType::ReadError), true));
+        assert!(cut_short(&up(ErrorType::H2Error), true));
+        assert!(!cut_short(&up(ErrorType::ReadError), false));
+        assert!(!cut_short(&down, true));
+        // A body that cannot be transcoded is cborgate's finding, with its own reason.
+        assert!(!cut_short(&Error::new(ErrorType::HTTPStatus(502)), true));
+    }
+
+    #[test]
+    fn only_a_refusal_by_the_upstream_counts_as_refused() {
+        // A remote GOAWAY or RST_STREAM can only come from a real h2 connection (the end
+        // to end test in tests/proxy/goaway.rs has them); what is built here is not one.
+        let cause = |c: h2::Error| Error::because(ErrorType::H2Error, "while reading h2 header", c);
+        // Made by this side, not the upstream.
+        assert!(!refused(&cause(h2::Error::from(
+            h2::Reason::REFUSED_STREAM
+        ))));
+        assert!(!refused(&cause(h2::Error::from(h2::Reason::NO_ERROR))));
+        let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(!refused(&Error::because(
+            ErrorType::ReadError,
+            "while reading",
+            io
+        )));
+        assert!(!refused(&Error::new(ErrorType::ConnectionClosed)));
+        assert!(!refused(&Error::new(ErrorType::H2Error)));
     }
 
     #[test]

@@ -277,7 +277,9 @@ impl ProxyHttp for Gate {
     }
 
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
-        ex.identity = Some(identity::decide(session, &self.identity_headers));
+        let who = identity::decide(session, &self.identity_headers);
+        ex.pool = identity::pool_of(session, &who);
+        ex.identity = Some(who);
         let (p, head_bytes, declared_len) = self.plan(session);
         let limits = self.codecs.request;
         if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
@@ -318,12 +320,13 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
         let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
-        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1());
+        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1())
+            || ex.pool.http1_only(ex.refused_retries);
         let cert = ex.identity.as_ref().is_some_and(|id| id.upstream_cert);
         ex.upstream_started = Some(Instant::now());
         match self.upstream.resolver.resolve().await {
             Ok(addr) => {
-                let mut peer = self.upstream.peer(addr, long_running, cert);
+                let mut peer = self.upstream.peer(addr, long_running, cert, ex.pool);
                 let h2 = self.upstream.choose_http_version(&mut peer, http1_only);
                 // A retry gives back the turn it held before it waits for the next.
                 ex.connect_turn = None;
@@ -474,8 +477,10 @@ impl ProxyHttp for Gate {
         _context: ProxyWarnLogContext,
     ) -> bool {
         // The 415 replay is auto mode working as designed (counted in
-        // `cborgate_fallbacks_total`), not something to warn about.
-        replay::is_replay(ex, e)
+        // `cborgate_fallbacks_total`), and so is sending again a request the upstream
+        // refused unprocessed (counted in `cborgate_upstream_retries_total`; docs/wire.md
+        // §5a): neither is something to warn about.
+        replay::is_replay(ex, e) || local_reply::refused(e)
     }
 
     async fn fail_to_proxy(
@@ -488,8 +493,10 @@ impl ProxyHttp for Gate {
         if self.ended_by_drain(session, ex) {
             return end_cleanly(session, ex).await;
         }
+        let answered = ex.status != 0;
+        let mut unanswered = None;
         let reply = ex.local_error.take().or_else(|| {
-            let failure = local_reply::failure_of(e, ex.status != 0)?;
+            let failure = local_reply::failure_of(e, answered)?;
             // One line per upstream failure, in an operator's words; pingora's own
             // account at debug level.
             tracing::warn!(
@@ -498,8 +505,21 @@ impl ProxyHttp for Gate {
                 "upstream request failed"
             );
             tracing::debug!(error = %e, "upstream request failed");
-            ex.plan.as_ref().and_then(|p| p.failure_reply(&failure))
+            let p = ex.plan.as_ref()?;
+            let reply = p.failure_reply(&failure);
+            if reply.is_none() {
+                unanswered = Some(p.unanswered_failure(&failure));
+            }
+            reply
         });
+        if let (Some((code, reason)), None) = (unanswered, session.response_written()) {
+            // Counted and logged as the upstream failure it is, not as a client that left.
+            ex.unanswered(code, reason);
+        }
+        if local_reply::cut_short(e, answered) && session.response_written().is_some() {
+            // The status the client got stays; the line says what cut its response short.
+            ex.reason = Some(Plan::CUT_SHORT.to_string());
+        }
         let mut code = 0;
         if let Some((reply, retry_after)) = reply {
             if session.response_written().is_none() {

@@ -6,10 +6,15 @@
 //! (it was checked whole before the first attempt). The client never sees the 415. pingora's retry loop carries it out:
 //! the refusal is an error marked for retry, once, and only with the whole body
 //! still in hand.
+//!
+//! Every other retry is decided here too ([`decide_retry`]): pingora's rule for
+//! idempotent requests, and a request the upstream refused unprocessed, which is sent
+//! again whatever its method (docs/wire.md §5a).
 
 use super::transcode::{CodecSettings, Exchange};
 use crate::budget::BodyBudget;
 use crate::metrics::metrics;
+use crate::negotiate::pool::{retry, Attempt};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
@@ -40,19 +45,43 @@ pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> 
 }
 
 /// Whether pingora retries after `e`: the replay once, with the whole body still
-/// kept; otherwise only idempotent requests whose body was kept, on a fresh
-/// connection when the failed one was reused (pingora's own rule).
-pub fn decide_retry(e: &mut Error, ex: &Exchange, session: &Session, client_reused: bool) {
+/// kept; otherwise as [`crate::negotiate::pool::retry`] decides, from pingora's own
+/// rule (idempotent requests whose body was kept, on a fresh connection when the failed
+/// one was reused) and whether the upstream refused the request unprocessed (then any
+/// method, once). A retry is counted in `cborgate_upstream_retries_total`.
+pub fn decide_retry(e: &mut Error, ex: &mut Exchange, session: &Session, client_reused: bool) {
     let truncated = session.as_ref().retry_buffer_truncated();
     if ex.local_error.is_some() {
         // cborgate answers this one itself (a replay whose body cannot go as JSON).
         e.set_retry(false);
-    } else if is_replay(ex, e) {
+        return;
+    }
+    if is_replay(ex, e) {
         e.set_retry(!truncated);
-    } else if !session.req_header().method.is_idempotent() || truncated {
-        e.set_retry(false);
-    } else {
-        e.retry.decide_reuse(client_reused);
+        return;
+    }
+    e.retry.decide_reuse(client_reused);
+    let refused = super::local_reply::refused(e);
+    let attempt = Attempt {
+        idempotent: session.req_header().method.is_idempotent(),
+        body_kept: !truncated,
+        answered: session.response_written().is_some(),
+        refused,
+        transport: e.retry(),
+        refused_retries: ex.refused_retries,
+    };
+    let again = retry(&attempt);
+    e.set_retry(again);
+    if again {
+        if refused {
+            ex.refused_retries += 1;
+        }
+        let reason = if refused { "refused" } else { "connection" };
+        tracing::debug!(reason, error = %e, "sending the request upstream again");
+        metrics()
+            .upstream_retries_total
+            .with_label_values(&[reason])
+            .inc();
     }
 }
 

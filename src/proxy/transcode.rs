@@ -14,6 +14,7 @@ use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::metrics::metrics;
 use crate::negotiate::identity::Identity;
 use crate::negotiate::local::Reply;
+use crate::negotiate::pool::Pool;
 use crate::negotiate::{
     BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
 };
@@ -87,6 +88,10 @@ pub struct Exchange {
     pub status: u16,
     /// Who the request is, and its identity headers upstream (decided first thing).
     pub identity: Option<Identity>,
+    /// The upstream connections it may share (decided with its identity).
+    pub pool: Pool,
+    /// Attempts the upstream refused unprocessed that were sent again.
+    pub refused_retries: u8,
     /// This request's turn to get an HTTP/2 upstream session (`Upstream::connect_turn`),
     /// given back once it has one, or when the exchange ends.
     pub connect_turn: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -150,6 +155,8 @@ impl Default for Exchange {
             upgrade: None,
             status: 0,
             identity: None,
+            pool: Pool::Anonymous,
+            refused_retries: 0,
             connect_turn: None,
         }
     }
@@ -283,6 +290,13 @@ impl Exchange {
         if reply.code >= 400 {
             self.reason = Some(reply.message.clone());
         }
+    }
+
+    /// Record a failure the client got no answer to (its connection was ended) as the
+    /// status and reason it is counted and logged with.
+    pub fn unanswered(&mut self, code: u16, reason: String) {
+        self.status = code;
+        self.reason = Some(reason);
     }
 
     /// The request head as the upstream gets it: `Accept` and `Content-Type` as

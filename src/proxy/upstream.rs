@@ -6,6 +6,7 @@
 use super::local_reply::upstream_failure_words;
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
+use crate::negotiate::pool::Pool;
 use crate::reload::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
@@ -244,7 +245,14 @@ impl Upstream {
     /// A peer for one request to `addr`. Long-running requests (watches,
     /// upgrades, followed logs) get no read timeout at all. `client_cert`: present
     /// the upstream client certificate (pooled connections are kept apart by it).
-    pub fn peer(&self, addr: SocketAddr, long_running: bool, client_cert: bool) -> Box<HttpPeer> {
+    /// `pool`: the connections it may share (anonymous requests get their own).
+    pub fn peer(
+        &self,
+        addr: SocketAddr,
+        long_running: bool,
+        client_cert: bool,
+        pool: Pool,
+    ) -> Box<HttpPeer> {
         let mut peer = HttpPeer::new(addr, self.url.tls, self.url.host.clone());
         peer.options.connection_timeout = Some(self.connect_timeout);
         peer.options.read_timeout = if long_running {
@@ -254,8 +262,9 @@ impl Upstream {
         };
         peer.client_cert_key = self.tls.client().filter(|_| client_cert);
         peer.options.ca = self.tls.ca();
-        // Pooled connections are reused only with the credentials they were made with.
-        peer.group_key = self.tls.generation();
+        // Pooled connections are reused only with the credentials they were made with,
+        // and only by requests of the same pool (docs/wire.md §5a).
+        peer.group_key = pool.group_key(self.tls.generation());
         if long_running {
             // Pooled apart from short requests' connections: the drain ends these
             // (`Admission::end_long_running`), which never cuts a short request, over
@@ -332,7 +341,7 @@ impl Upstream {
     pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
         let attempt = async {
             let addr = self.resolver.resolve().await?;
-            let mut peer = self.peer(addr, false, true);
+            let mut peer = self.peer(addr, false, true, Pool::Credentialed);
             self.choose_http_version(&mut peer, false);
             let words = |e: &pingora::Error| {
                 format!(

@@ -175,10 +175,11 @@ fn closed(what: &str) -> io::Error {
 /// How long [`Conn`] waits for any one read before the test fails.
 const SYNC_READ_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A blocking client connection; every I/O or framing error fails the test.
-pub struct Conn {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
+/// A blocking client connection; every I/O or framing error fails the test. Over
+/// plain TCP ([`Conn::connect`]) or any other byte stream, such as a TLS one
+/// ([`Conn::over`]).
+pub struct Conn<S: Read + Write = TcpStream> {
+    r: BufReader<S>,
 }
 
 impl Conn {
@@ -186,14 +187,39 @@ impl Conn {
         let s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(SYNC_READ_TIMEOUT)).unwrap();
         s.set_nodelay(true).unwrap();
-        Conn {
-            r: BufReader::new(s.try_clone().unwrap()),
-            w: s,
-        }
+        Conn::over(s)
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.w.local_addr().unwrap()
+        self.r.get_ref().local_addr().unwrap()
+    }
+
+    /// True if the server has closed the connection: a read returns EOF within 200 ms.
+    pub fn is_closed(&mut self) -> bool {
+        let s = self.r.get_ref();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        let r = matches!(self.r.read(&mut b), Ok(0));
+        self.r
+            .get_ref()
+            .set_read_timeout(Some(SYNC_READ_TIMEOUT))
+            .unwrap();
+        r
+    }
+}
+
+impl<S: Read + Write> Conn<S> {
+    /// A connection over an established stream (its read timeout is the caller's).
+    pub fn over(s: S) -> Conn<S> {
+        Conn {
+            r: BufReader::new(s),
+        }
+    }
+
+    /// The stream underneath (a TLS stream's peer certificate, say).
+    pub fn stream(&self) -> &S {
+        self.r.get_ref()
     }
 
     /// Send a request (see [`request_bytes`]). A server may answer early and close
@@ -206,13 +232,14 @@ impl Conn {
         body: Option<&[u8]>,
     ) {
         let _ = self
-            .w
+            .r
+            .get_mut()
             .write_all(&request_bytes(method, path, headers, body));
     }
 
     /// Raw bytes, as they are (pipelined or malformed requests).
     pub fn write(&mut self, bytes: &[u8]) {
-        self.w.write_all(bytes).expect("write");
+        self.r.get_mut().write_all(bytes).expect("write");
     }
 
     fn line(&mut self, what: &str) -> io::Result<String> {
@@ -304,17 +331,6 @@ impl Conn {
     ) -> Resp {
         self.send(method, path, headers, body);
         self.try_response(method).expect("a response")
-    }
-
-    /// True if the server has closed the connection: a read returns EOF within 200 ms.
-    pub fn is_closed(&mut self) -> bool {
-        self.w
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        let mut b = [0u8; 1];
-        let r = matches!(self.r.read(&mut b), Ok(0));
-        self.w.set_read_timeout(Some(SYNC_READ_TIMEOUT)).unwrap();
-        r
     }
 
     /// Raw bytes from the socket; 0 when closed or failed.

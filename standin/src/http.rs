@@ -367,12 +367,14 @@ impl Conn {
 /// `defaultGzipThresholdBytes`: a body longer than this is gzipped for a client that asks.
 pub(crate) const GZIP_THRESHOLD: usize = 128 * 1024;
 
-/// `body` gzipped at `gzip.BestSpeed` (`defaultGzipContentEncodingLevel`).
+/// `body` gzipped at `gzip.BestSpeed` (`defaultGzipContentEncodingLevel`): zlib level 2,
+/// because the zlib in the tree (zlib-rs) writes static-Huffman blocks only at level 1,
+/// where Go's `BestSpeed` writes dynamic-Huffman ones (cborgate's `GZIP_LEVEL` says more).
 pub(crate) fn gzip(body: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut e = flate2::write::GzEncoder::new(
         Vec::with_capacity(body.len() / 4),
-        flate2::Compression::fast(),
+        flate2::Compression::new(2),
     );
     e.write_all(body).expect("writes to a Vec");
     e.finish().expect("writes to a Vec")

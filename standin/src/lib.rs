@@ -26,7 +26,7 @@
 //! `/api/v1` is served in CBOR (1.36 crashes that request instead); CBOR request
 //! bodies become JSON text first, so an integral float sent in CBOR (`f9 4000`) is
 //! stored as the integer 2, where a real server would keep a float. With CBOR on (or
-//! mixed), a response of more than 128 KiB is gzipped at level 1 for a request whose
+//! mixed), a response of more than 128 KiB is gzipped at Go's `BestSpeed` for a request whose
 //! first `Accept-Encoding` line has a bare `gzip` token, as the apiserver's
 //! `deferredResponseWriter` does (watches never); a legacy stand-in never compresses,
 //! so the `a-*` answers stay as recorded.

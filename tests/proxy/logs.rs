@@ -202,6 +202,14 @@ fn client_noise_is_counted_and_logged_only_at_debug_level() {
     assert!(!text.contains("Downstream handshake"), "{text}");
 }
 
+/// The JSON request lines among `seen`.
+fn request_lines(seen: &[String]) -> Vec<Value> {
+    seen.iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"] == "request")
+        .collect()
+}
+
 /// The request line names the client and, when cborgate answered with an error
 /// itself, why (with the codec's byte offset for a bad body) and in which format;
 /// a success carries no `error` field; an upload the client abandoned is a 499.
@@ -211,12 +219,6 @@ fn request_lines_name_the_client_the_reason_and_the_format_answered() {
     let json = ["--log-format", "json"];
     let mut h = Harness::start_env("legacy", &json, StandInOptions::default(), &env, true);
     let mut lines = Lines::of(&mut h);
-    let requests = |seen: &[String]| -> Vec<Value> {
-        seen.iter()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["message"] == "request")
-            .collect()
-    };
     let ua = [
         ("Accept", "application/cbor"),
         ("User-Agent", "logtest/1.0"),
@@ -239,8 +241,8 @@ fn request_lines_name_the_client_the_reason_and_the_format_answered() {
     c.write_all(b"POST /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/cbor\r\nContent-Length: 1000\r\n\r\n\xa1")
         .unwrap();
     drop(c);
-    lines.wait("three request lines", |seen| requests(seen).len() == 3);
-    let r = requests(&lines.seen);
+    lines.wait("three request lines", |seen| request_lines(seen).len() == 3);
+    let r = request_lines(&lines.seen);
     let ok = r.iter().find(|v| v["status"] == 200).unwrap();
     assert_eq!(ok["user_agent"], "logtest/1.0", "{ok}");
     assert!(
@@ -321,4 +323,64 @@ fn normal_client_behaviour_logs_nothing_above_info() {
         .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
         .collect();
     assert!(loud.is_empty(), "{loud:#?}");
+}
+
+/// An upstream failure is logged as one, never as 499 (the client that went away): one
+/// that closes before answering is a 503 with its reason in native mode too, where the
+/// client's connection is ended instead of answered; one that dies in the middle of the
+/// body keeps the 200 that went out, and the line says the upstream cut it short.
+#[test]
+fn upstream_failures_are_logged_as_upstream_failures_not_499() {
+    let up = crate::support::harness::fake_upstream_seeing(|line, w| {
+        if line.starts_with("GET /api/v1/namespaces/demo/configmaps ") {
+            let part = br#"{"kind":"ConfigMapList","items":[{"#;
+            let _ = write!(
+                w,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/cbor\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+                part.len()
+            );
+            let _ = w.write_all(part);
+            let _ = w.write_all(b"\r\n");
+            let _ = w.flush();
+            // The fault under test: the head and part of the body have gone out, and
+            // the upstream dies a moment later (not synchronisation; the client waits
+            // on its socket).
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Anything else: the connection closes before an answer.
+    });
+    let env = [("RUST_LOG", "info")];
+    let json = ["--log-format", "json"];
+    let mut h = Harness::proxy_to_env(&format!("http://{up}"), "native", &json, &env, true);
+    let mut lines = Lines::of(&mut h);
+    let accept = [("Accept", "application/cbor")];
+    let mut c = crate::support::http::Conn::connect(h.proxy);
+    c.send("GET", CM, &accept, None);
+    crate::support::harness::eventually(5, "no answer, only a close", || c.is_closed());
+    let mut c = crate::support::http::Conn::connect(h.proxy);
+    c.send("GET", "/api/v1/namespaces/demo/configmaps", &accept, None);
+    let head = c
+        .try_head()
+        .expect("the head went out before the upstream died");
+    assert_eq!(head.status, 200);
+    assert!(!c.try_body(&head, "GET").is_ok_and(|(_, chunked)| chunked));
+    lines.wait("two request lines", |seen| request_lines(seen).len() == 2);
+    let r = request_lines(&lines.seen);
+    let reset = r.iter().find(|v| v["path"] == CM).unwrap();
+    assert_eq!(reset["status"], 503, "{reset}");
+    assert_eq!(reset["error"], "ConnectionClosed", "{reset}");
+    let reason = reset["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("before answering") && reason.contains("ended without an answer"),
+        "{reset}"
+    );
+    let cut = r.iter().find(|v| v["path"] != CM).unwrap();
+    assert_eq!(cut["status"], 200, "{cut}");
+    let reason = cut["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("ended its response before the end"),
+        "{cut}"
+    );
+    h.wait_metric("cborgate_requests_total", &[("code", "503")], 1.0);
+    assert_eq!(h.metric("cborgate_requests_total", &[("code", "499")]), 0.0);
 }

@@ -1,6 +1,7 @@
 //! End to end through the real `cborgate` binary, one test binary (each test
 //! binary links pingora; one link instead of nine): the modes (`legacy`, `auto`,
-//! `upgrade`), the client-go scenario, faults, identity, limits, logs, streams and TLS.
+//! `upgrade`), the client-go scenario, faults, shared HTTP/2 upstream connections and GOAWAY,
+//! identity, limits, logs, streams and TLS.
 //! Each module in `tests/proxy/` says what it covers. The load test stays a
 //! binary of its own (`tests/proxy_load.rs`): its latency and RSS bounds want the
 //! machine to itself.
@@ -14,6 +15,7 @@ mod client_scenario;
 mod connections;
 mod faults;
 mod forwarded;
+mod goaway;
 mod identity;
 mod legacy;
 mod limits;

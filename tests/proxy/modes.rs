@@ -313,7 +313,9 @@ fn upgrade_lets_a_json_client_exercise_the_cbor_path() {
 
 /// Native mode is the CBOR-enabled server exactly: an upstream that resets before
 /// answering ends the client's connection too (client-go fails fast, as it would
-/// directly), never a 503 with `Retry-After` that it would retry for seconds.
+/// directly), never a 503 with `Retry-After` that it would retry for seconds. It is
+/// still counted as the upstream failure it is (503, as legacy mode answers it), not as
+/// 499, a client that went away.
 #[test]
 fn native_mode_lets_an_upstream_reset_reach_the_client() {
     let upstream = crate::support::harness::fake_upstream(|_w| {
@@ -328,6 +330,8 @@ fn native_mode_lets_an_upstream_reset_reach_the_client() {
         None,
     );
     crate::support::harness::eventually(5, "no answer, only a close", || c.is_closed());
+    h.wait_metric("cborgate_requests_total", &[("code", "503")], 1.0);
+    assert_eq!(h.metric("cborgate_requests_total", &[("code", "499")]), 0.0);
     // legacy mode answers the same reset with a Status.
     let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[]);
     let r = crate::support::http::once(

@@ -597,7 +597,9 @@ fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
     assert_eq!(tls.client().unwrap().serial(), second);
 }
 
-/// Sends a JSON watch on its own HTTP/1.1 connection.
+/// Sends a JSON watch on its own HTTP/1.1 connection, with a bearer token as client-go's
+/// watches have (a request without credentials goes upstream over HTTP/1.1 on
+/// connections of its own: docs/wire.md §5a).
 fn send_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
     use std::io::Write;
     let mut s = std::net::TcpStream::connect(proxy).unwrap();
@@ -605,7 +607,7 @@ fn send_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
         .unwrap();
     s.write_all(
         b"GET /api/v1/namespaces/demo/configmaps?watch=1&resourceVersion=0 HTTP/1.1\r\n\
-          Host: x\r\nAccept: application/json\r\n\r\n",
+          Host: x\r\nAccept: application/json\r\nAuthorization: Bearer watcher\r\n\r\n",
     )
     .unwrap();
     s
@@ -828,4 +830,134 @@ fn tls_min_version_and_cipher_suites_as_kube_apiserver_names_them() {
     assert_eq!(agreed(&h, &[AES128]), None);
     assert_eq!(agreed(&h, &[AES128, AES256]).as_deref(), Some(AES256));
     assert_eq!(agreed(&h, &[TLS13]).as_deref(), Some(TLS13));
+}
+
+/// An HTTP/2 upstream over TLS (ALPN `h2` only) that answers `/readyz`, and resets every
+/// other stream with `RST_STREAM(INTERNAL_ERROR)`: what Go's HTTP/2 server sends when a
+/// handler panics, as a real CBOR-enabled kube-apiserver 1.36.2 does for `/api/v1` with
+/// CBOR in `Accept` (tests/data/README.md). A collection (a path ending in
+/// `configmaps`) is reset in the middle of its body, after a 200 head and part of a JSON
+/// list; anything else before its head. Counts the resets it sent.
+fn resetting_h2_upstream(p: &Pki, rt: &tokio::runtime::Runtime) -> (u16, Arc<AtomicUsize>) {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![p.server.0.clone()], p.server.1.clone_key())
+        .unwrap();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let resets = Arc::new(AtomicUsize::new(0));
+    let counted = resets.clone();
+    rt.spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, resets) = (acceptor.clone(), counted.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut conn) = h2::server::handshake(tls).await else {
+                    return;
+                };
+                while let Some(Ok((req, mut respond))) = conn.accept().await {
+                    if req.uri().path() == "/readyz" {
+                        let head = http::Response::builder().status(200).body(()).unwrap();
+                        if let Ok(mut body) = respond.send_response(head, false) {
+                            let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
+                        }
+                    } else if req.uri().path().ends_with("configmaps") {
+                        let head = http::Response::builder()
+                            .status(200)
+                            .header("content-type", "application/json")
+                            .body(())
+                            .unwrap();
+                        let resets = resets.clone();
+                        tokio::spawn(async move {
+                            let Ok(mut body) = respond.send_response(head, false) else {
+                                return;
+                            };
+                            let part = br#"{"kind":"ConfigMapList","items":[{"metadata":{"#;
+                            let _ = body.send_data(bytes::Bytes::from_static(part), false);
+                            // The fault under test: the head and part of the body have
+                            // gone out, and the stream is reset a moment later (not
+                            // synchronisation; the client waits on its socket).
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                            body.send_reset(h2::Reason::INTERNAL_ERROR);
+                            resets.fetch_add(1, Ordering::SeqCst);
+                        });
+                    } else {
+                        respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                        resets.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    (port, resets)
+}
+
+/// An HTTP/2 upstream that resets a stream before answering is an upstream failure in
+/// every mode: counted and logged as 503 (docs/wire.md §4), never as 499, the client that
+/// went away. Legacy mode answers it with the 503 `Status`; native mode ends the client's
+/// connection without an answer, as the upstream ended the stream. Reset in the middle of
+/// the body, the response ends abnormally and counts with the status that went out.
+#[test]
+fn an_http2_upstream_reset_is_counted_as_an_upstream_failure_not_499() {
+    let p = pki("h2reset");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (port, resets) = resetting_h2_upstream(&p, &rt);
+    let url = format!("https://localhost:{port}");
+    let ca = path(&p.dir, "ca.pem");
+    const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
+    // With a bearer token: anonymous requests go upstream over HTTP/1.1 on connections
+    // of their own (docs/wire.md §5a), which this HTTP/2-only upstream refuses by ALPN.
+    let accept = [
+        ("Accept", "application/cbor"),
+        ("Authorization", "Bearer t"),
+    ];
+    let native = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca]);
+    let mut c = crate::support::http::Conn::connect(native.proxy);
+    c.send("GET", CM, &accept, None);
+    eventually(5, "no answer, only a close", || c.is_closed());
+    assert_eq!(resets.load(Ordering::SeqCst), 1, "reset over HTTP/2");
+    native.wait_metric("cborgate_requests_total", &[("code", "503")], 1.0);
+    assert_eq!(
+        native.metric("cborgate_requests_total", &[("code", "499")]),
+        0.0
+    );
+    let legacy = Harness::proxy_to(&url, "legacy", &["--upstream-ca", &ca]);
+    let r = crate::support::http::once(legacy.proxy, "GET", CM, &accept, None);
+    assert_eq!(r.status, 503);
+    assert_eq!(resets.load(Ordering::SeqCst), 2, "reset over HTTP/2");
+    legacy.wait_metric("cborgate_requests_total", &[("code", "503")], 1.0);
+    // Reset after the head: the client's response ends abnormally, counted as the 200
+    // it began as, in both modes.
+    for h in [&native, &legacy] {
+        let mut c = crate::support::http::Conn::connect(h.proxy);
+        c.send("GET", "/api/v1/namespaces/demo/configmaps", &accept, None);
+        let head = c.try_head().expect("the head went out before the reset");
+        assert_eq!(head.status, 200);
+        assert!(
+            !c.try_body(&head, "GET").is_ok_and(|(_, chunked)| chunked),
+            "a reset body must not look complete"
+        );
+        h.wait_metric("cborgate_requests_total", &[("code", "200")], 1.0);
+    }
+    assert_eq!(resets.load(Ordering::SeqCst), 4, "reset over HTTP/2");
+    assert_eq!(
+        native.metric("cborgate_requests_total", &[("code", "499")]),
+        0.0
+    );
+    assert_eq!(
+        legacy.metric("cborgate_requests_total", &[("code", "499")]),
+        0.0
+    );
 }

@@ -155,6 +155,21 @@ impl Harness {
         Self::proxy_under(&[], url, mode, extra)
     }
 
+    /// [`Harness::proxy_to`], with extra environment variables and, if `capture`, stderr
+    /// piped to `child.stderr` (the logs).
+    pub fn proxy_to_env(
+        url: &str,
+        mode: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        capture: bool,
+    ) -> Harness {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        Self::spawn_with(None, &[], url, mode, extra, rt, env, capture)
+    }
+
     /// [`Harness::proxy_to`], with the binary started by a wrapper command that execs
     /// it (`prlimit --nofile=1024:1024 --`), so the child's pid is still cborgate's.
     pub fn proxy_under(wrapper: &[&str], url: &str, mode: &str, extra: &[&str]) -> Harness {

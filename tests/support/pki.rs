@@ -82,6 +82,18 @@ impl Ca {
         )
     }
 
+    /// A server certificate with subject `CN=cn` for `names` (DNS names or IP
+    /// addresses).
+    pub fn server_for(&self, stem: &str, cn: &str, names: &[&str]) -> Leaf {
+        self.leaf(
+            stem,
+            cn,
+            &[],
+            names,
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        )
+    }
+
     fn leaf(
         &self,
         stem: &str,

@@ -96,6 +96,9 @@ pub async fn idle_watches(
         let req = http::Request::builder()
             .uri("https://localhost/api/v1/namespaces/load/pods?watch=1&idle=1")
             .header("accept", accept)
+            // client-go's watches carry credentials; without any, cborgate sends a
+            // request upstream over HTTP/1.1 on a connection of its own (docs/wire.md §5a).
+            .header("authorization", "Bearer load")
             .body(())
             .map_err(|e| err(&e))?;
         let (resp, _) = client.send_request(req, true).map_err(|e| err(&e))?;

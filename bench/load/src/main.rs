@@ -312,7 +312,7 @@ fn main() {
         path: "/api/v1/namespaces/load/pods".into(),
         ..get(config)
     };
-    // As client-go sends it: the transcoded LIST is then gzipped (level 1, as
+    // As client-go sends it: the transcoded LIST is then gzipped (Go's `BestSpeed`, as
     // kube-apiserver), so this row shows what compression costs next to `LIST 700 pods`.
     let list_gzip = |config: Config| {
         let mut r = list_req(config);

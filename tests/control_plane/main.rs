@@ -1,0 +1,299 @@
+//! The real control plane through cborgate: etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler (Kubernetes 1.36), kubectl and a
+//! CBOR client of the suite's own, all on loopback, in the style of envtest.
+//!
+//! The binaries come from `KUBEBUILDER_ASSETS` (kube-apiserver, etcd, kubectl, as
+//! setup-envtest installs them) and `CBORGATE_CONTROLLER_ASSETS` (or the same folder)
+//! for kube-controller-manager and kube-scheduler. Without them the suite says so in
+//! one line and passes. `.ci/run` unpacks them and sets the variable.
+//!
+//! One control plane serves the cases, which run in order on this thread (their
+//! processes die with it: see `procs`); each case is a function that can fail. The
+//! last line is `control-plane: N passed, N failed`. A failed run keeps its work
+//! directory (every process's log, the audit logs) and prints where it is.
+//! `cargo test --test control_plane -- NAME…` runs the cases whose names contain a
+//! NAME (the control plane is started all the same).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cbor;
+mod cbor_client;
+mod cluster;
+mod controllers;
+mod cost;
+mod findings;
+mod goaway;
+mod http;
+mod kubectl_parity;
+mod layout;
+mod modes;
+mod operations;
+mod procs;
+
+use cluster::{Apiserver, ApiserverOpts, Assets, Gate, Pki, Service};
+use http::Client;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Everything the cases share: the binaries, the certificates, and the running
+/// control plane with cborgate (`legacy`) in front of a CBOR-off kube-apiserver.
+pub struct Suite {
+    pub assets: Assets,
+    pub dir: PathBuf,
+    pub pki: Pki,
+    pub etcd: Service,
+    pub etcd_url: String,
+    pub api: Apiserver,
+    pub gate: Gate,
+    pub kcm: Option<Service>,
+    pub sched: Option<Service>,
+    /// A CBOR-enabled kube-apiserver on the same etcd (its own prefix), started by
+    /// the first case that needs it.
+    pub api_cbor: Option<Apiserver>,
+    /// The cluster admin (x509) directly and through cborgate.
+    pub direct: Client,
+    pub through: Client,
+    /// kubeconfigs of the admin (x509) directly and through cborgate, and of the
+    /// token admin through cborgate.
+    pub kc_direct: PathBuf,
+    pub kc_through: PathBuf,
+    pub kc_through_token: PathBuf,
+}
+
+impl Suite {
+    fn start(assets: Assets, dir: PathBuf) -> Suite {
+        let pki = Pki::new(&dir);
+        let (etcd, etcd_url) = cluster::etcd(&assets, &dir, "etcd");
+        let port = procs::free_port();
+        let api = Apiserver::start(
+            &assets,
+            &dir,
+            &pki,
+            ApiserverOpts {
+                name: "kube-apiserver",
+                etcd: &etcd_url,
+                prefix: "/registry",
+                cbor: false,
+                bind: "127.0.0.1",
+                advertise: "127.0.0.1",
+                port,
+                extra: vec![],
+            },
+        );
+        let listen = format!("127.0.0.1:{}", procs::free_port());
+        let gate = Gate::start(&dir, "cborgate", &pki, &api.addr, "legacy", &listen, &[]);
+        let direct = api.admin(&pki);
+        let through = gate.client(&pki, &pki.admin);
+        let admin = cluster::cert_cred(&pki.admin);
+        let kc_direct =
+            cluster::kubeconfig(&dir.join("direct.kubeconfig"), &api.addr, &pki, &admin);
+        let kc_through =
+            cluster::kubeconfig(&dir.join("through.kubeconfig"), &gate.addr, &pki, &admin);
+        let kc_through_token = cluster::kubeconfig(
+            &dir.join("through-token.kubeconfig"),
+            &gate.addr,
+            &pki,
+            &http::Cred::Token(pki.admin_token.clone()),
+        );
+        let kcm = cluster::controller_manager(
+            &assets,
+            &dir,
+            &pki,
+            "kube-controller-manager",
+            &gate.addr,
+            &[],
+        );
+        let sched = cluster::scheduler(&assets, &dir, &pki, &gate.addr);
+        Suite {
+            assets,
+            dir,
+            pki,
+            etcd,
+            etcd_url,
+            api,
+            gate,
+            kcm: Some(kcm),
+            sched: Some(sched),
+            api_cbor: None,
+            direct,
+            through,
+            kc_direct,
+            kc_through,
+            kc_through_token,
+        }
+    }
+
+    /// The CBOR-enabled apiserver, started on first use.
+    pub fn api_cbor(&mut self) -> &Apiserver {
+        if self.api_cbor.is_none() {
+            let port = procs::free_port();
+            self.api_cbor = Some(Apiserver::start(
+                &self.assets,
+                &self.dir,
+                &self.pki,
+                ApiserverOpts {
+                    name: "kube-apiserver-cbor",
+                    etcd: &self.etcd_url,
+                    prefix: "/registry-cbor",
+                    cbor: true,
+                    bind: "127.0.0.1",
+                    advertise: "127.0.0.1",
+                    port,
+                    extra: vec![],
+                },
+            ));
+        }
+        self.api_cbor.as_ref().unwrap()
+    }
+
+    /// A kubeconfig of the admin (x509) for `server`.
+    pub fn admin_kubeconfig(&self, name: &str, server: &str) -> PathBuf {
+        cluster::kubeconfig(
+            &self.dir.join(format!("{name}.kubeconfig")),
+            server,
+            &self.pki,
+            &cluster::cert_cred(&self.pki.admin),
+        )
+    }
+
+    /// kubectl as the admin through cborgate, with the CBOR gates.
+    pub fn kubectl(&self, args: &[&str]) -> cluster::Out {
+        cluster::kubectl(&self.assets, &self.kc_through, true, args, None)
+    }
+}
+
+impl Drop for Suite {
+    /// Stop everything in the reverse order of its start, so that no client is
+    /// left waiting on a server that went first.
+    fn drop(&mut self) {
+        for svc in [self.kcm.as_mut(), self.sched.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            svc.stop();
+        }
+        self.gate.svc.stop();
+        if let Some(a) = self.api_cbor.as_mut() {
+            a.svc.stop();
+        }
+        self.api.svc.stop();
+        self.etcd.stop();
+    }
+}
+
+type Case = (&'static str, fn(&mut Suite));
+
+/// A case's way of saying it cannot run here (and why): not a pass, not a failure.
+pub struct Skip(pub String);
+
+pub fn skip(why: &str) -> ! {
+    std::panic::panic_any(Skip(why.to_string()))
+}
+
+/// Every case, in the order they run: the ones that change the control plane
+/// (restarts, other modes) come after the ones that check its steady state.
+fn cases() -> Vec<Case> {
+    let mut all: Vec<Case> = Vec::new();
+    all.extend(controllers::CASES);
+    all.extend(kubectl_parity::CASES);
+    all.extend(cbor_client::CASES);
+    all.extend(findings::CASES);
+    all.extend(goaway::CASES);
+    all.extend(controllers::LATE_CASES);
+    all.extend(operations::CASES);
+    all.extend(modes::CASES);
+    all.extend(layout::CASES);
+    all.extend(cost::CASES);
+    all
+}
+
+fn main() {
+    // `cargo test` passes its own flags (`--nocapture`, `--quiet`, …); the rest are
+    // name filters.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if layout::is_namespace_child() {
+        std::process::exit(layout::namespace_child());
+    }
+    let assets = match Assets::from_env() {
+        Ok(a) => a,
+        Err(why) => {
+            println!(
+                "control-plane: skipped: {why} (point {} at a folder with kube-apiserver, etcd and kubectl, \
+                 and kube-controller-manager and kube-scheduler, to run it; see README \"Tests\")",
+                cluster::ASSETS_VAR
+            );
+            return;
+        }
+    };
+    let selected: Vec<Case> = cases()
+        .into_iter()
+        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .filter(|(name, _)| cost::wanted(name))
+        .collect();
+    if selected.is_empty() {
+        println!("control-plane: 0 passed, 0 failed");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("cborgate-cp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let mut suite = Suite::start(assets, dir.clone());
+    eprintln!(
+        "control-plane: up in {:.1} s (work directory {})",
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.payload().is::<Skip>() {
+            default_hook(info)
+        }
+    }));
+    let (mut passed, mut skipped, mut failed) = (0, 0, Vec::new());
+    for (name, case) in selected {
+        let t = Instant::now();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&mut suite)));
+        let secs = t.elapsed().as_secs_f64();
+        match r {
+            Ok(()) => {
+                passed += 1;
+                println!("case {name} ... ok ({secs:.1} s)");
+            }
+            Err(e) => match e.downcast_ref::<Skip>() {
+                Some(Skip(why)) => {
+                    skipped += 1;
+                    println!("case {name} ... skipped: {why}");
+                }
+                None => {
+                    println!("case {name} ... FAILED ({secs:.1} s)");
+                    failed.push(name);
+                }
+            },
+        }
+    }
+    drop(suite);
+    if failed.is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        println!(
+            "failed: {}; logs kept in {}",
+            failed.join(", "),
+            dir.display()
+        );
+    }
+    println!(
+        "control-plane: took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "control-plane: {passed} passed, {} failed, {skipped} skipped",
+        failed.len()
+    );
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}
