@@ -56,6 +56,11 @@ RUN mkdir -p src standin/src \
 #    without the `demo` feature (and so without the stand-in), and check that
 #    the binary has no `demo` command.
 COPY . .
+# The build context has no .git (.dockerignore): the commit for `--version` and
+# cborgate_build_info comes in as a build argument
+# (`docker build --build-arg CBORGATE_GIT_COMMIT=$(git rev-parse --short=12 HEAD) .`).
+ARG CBORGATE_GIT_COMMIT=unknown
+ENV CBORGATE_GIT_COMMIT=${CBORGATE_GIT_COMMIT}
 RUN rm -rf target/release/.fingerprint/cborgate-* \
            target/release/deps/cborgate-* \
            target/release/deps/libcborgate-* \

@@ -89,8 +89,9 @@ where
                 Some(ALPN::H2 | ALPN::Custom(_))
             )
         {
+            let h2 = self.connections.h2_open();
             let reused = ServerApp::process_new(&self.proxy, stream, shutdown).await;
-            drop(held);
+            drop((h2, held));
             return reused;
         }
 

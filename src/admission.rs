@@ -9,8 +9,10 @@
 //! One [`Admission`] is made at start-up and passed to the proxy, the admin
 //! listener and the SIGTERM drain; there is no process-wide state.
 
+use std::collections::HashMap;
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The counters and the draining flag shared by the proxy, `/readyz` and the drain.
 #[derive(Debug, Default)]
@@ -18,6 +20,38 @@ pub struct Admission {
     short: AtomicUsize,
     long_running: AtomicUsize,
     draining: AtomicBool,
+    upstreams: Mutex<Upstreams>,
+}
+
+/// The upstream sockets of long-running requests, so the drain can end them: an idle
+/// watch waits on its upstream read, and nothing else would wake it.
+#[derive(Debug, Default)]
+struct Upstreams {
+    next: u64,
+    open: HashMap<u64, TcpStream>,
+    /// `Admission::end_long_running` was called: a socket held from now on ends at once.
+    ending: bool,
+}
+
+/// A long-running request's upstream socket (a second handle on it) held for the
+/// drain; dropping it (the request is over) lets it go.
+#[derive(Debug)]
+pub struct UpstreamHeld {
+    admission: Arc<Admission>,
+    id: u64,
+}
+
+impl Drop for UpstreamHeld {
+    fn drop(&mut self) {
+        self.admission.upstreams().open.remove(&self.id);
+    }
+}
+
+/// End reads on an upstream socket (and tell the upstream): pingora's read of the
+/// response then fails, and the proxy ends the client's response cleanly.
+fn end(socket: &TcpStream) {
+    // An error: the connection is already closed, which ends it too.
+    let _ = socket.shutdown(Shutdown::Both);
 }
 
 /// One admitted request's place in its counter; dropping it gives the place back.
@@ -66,6 +100,40 @@ impl Admission {
         self.draining.store(true, Ordering::Release);
     }
 
+    /// Hold a long-running request's upstream socket until the request is over, so
+    /// that [`Admission::end_long_running`] can end it.
+    pub fn hold_upstream(self: &Arc<Self>, socket: TcpStream) -> UpstreamHeld {
+        let mut u = self.upstreams();
+        if u.ending {
+            end(&socket);
+        }
+        let id = u.next;
+        u.next += 1;
+        u.open.insert(id, socket);
+        UpstreamHeld {
+            admission: self.clone(),
+            id,
+        }
+    }
+
+    /// The drain's grace period has begun: end every long-running request's upstream
+    /// connection (and any held later). Each response then ends cleanly, as
+    /// kube-apiserver ends its watches when it shuts down.
+    pub fn end_long_running(&self) {
+        let mut u = self.upstreams();
+        u.ending = true;
+        u.open.values().for_each(end);
+    }
+
+    /// Whether [`Admission::end_long_running`] was called.
+    pub fn long_running_ending(&self) -> bool {
+        self.upstreams().ending
+    }
+
+    fn upstreams(&self) -> std::sync::MutexGuard<'_, Upstreams> {
+        self.upstreams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn counter(&self, long_running: bool) -> &AtomicUsize {
         if long_running {
             &self.long_running
@@ -109,6 +177,31 @@ mod tests {
         assert_eq!(a.short_in_flight(), 1000);
         drop(many);
         assert_eq!(a.short_in_flight(), 0);
+    }
+
+    #[test]
+    fn ending_long_running_requests_ends_their_upstream_reads() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = Admission::new();
+        let mut before = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let held = a.hold_upstream(before.try_clone().unwrap());
+        let released = a.hold_upstream(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
+        drop(released);
+        assert_eq!(
+            a.upstreams().open.len(),
+            1,
+            "a request that is over lets its socket go"
+        );
+        assert!(!a.long_running_ending());
+        a.end_long_running();
+        assert!(a.long_running_ending());
+        assert_eq!(before.read(&mut [0u8; 8]).unwrap(), 0, "end of stream");
+        // A socket held after the drain began ends at once.
+        let mut after = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _late = a.hold_upstream(after.try_clone().unwrap());
+        assert_eq!(after.read(&mut [0u8; 8]).unwrap(), 0, "end of stream");
+        drop(held);
     }
 
     #[test]

@@ -78,9 +78,32 @@ pub struct ServeArgs {
     /// (server.requestheader_extra_headers_prefix) [default: X-Remote-Extra-].
     #[arg(long, value_name = "PREFIXES", value_delimiter = ',', num_args = 0..)]
     pub requestheader_extra_headers_prefix: Option<Vec<String>>,
+    /// X-Forwarded-For upstream, for the apiserver's audit sourceIPs: append the client's
+    /// address to what it sent, or replace it (and drop X-Real-Ip) for clients not
+    /// trusted to say who they are (server.forwarded_for) [default: append].
+    #[arg(long, value_name = "append|replace", value_parser = ["append", "replace"])]
+    pub forwarded_for: Option<String>,
     /// Do not verify the upstream certificate; for tests (upstream.insecure_skip_verify).
-    #[arg(long)]
-    pub upstream_insecure_skip_verify: bool,
+    /// `--upstream-insecure-skip-verify=false` turns a file's `true` back off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub upstream_insecure_skip_verify: Option<bool>,
+    /// The lowest TLS version, kube-apiserver's names: VersionTLS12 or VersionTLS13
+    /// (server.tls_min_version) [default: VersionTLS12].
+    #[arg(long, value_name = "VERSION")]
+    pub tls_min_version: Option<String>,
+    /// TLS 1.2 cipher suites, comma-separated, by Go's names (server.tls_cipher_suites)
+    /// [default: every ECDHE AEAD suite]. TLS 1.3's suites are always on.
+    #[arg(long, value_name = "SUITES", value_delimiter = ',')]
+    pub tls_cipher_suites: Option<Vec<String>>,
+    /// Seconds after SIGTERM during which /readyz fails but requests are still served
+    /// (server.shutdown_delay_seconds) [default: 0].
+    #[arg(long, value_name = "SECONDS")]
+    pub shutdown_delay_seconds: Option<u64>,
+    /// Seconds short requests get to finish once the drain begins
+    /// (server.grace_period_seconds) [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub grace_period_seconds: Option<u64>,
     /// Log format (log.format) [default: text].
     #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
@@ -150,13 +173,24 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         &mut s.requestheader_extra_headers_prefix,
         &args.requestheader_extra_headers_prefix,
     );
+    set(&mut c.server.tls_min_version, &args.tls_min_version);
+    list(&mut c.server.tls_cipher_suites, &args.tls_cipher_suites);
     set(&mut c.log.format, &args.log_format);
     set(&mut c.log.level, &args.log_level);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
     }
-    if args.upstream_insecure_skip_verify {
-        c.upstream.insecure_skip_verify = true;
+    if let Some(f) = &args.forwarded_for {
+        c.server.forwarded_for = f.parse().map_err(ConfigError)?;
+    }
+    if let Some(v) = args.upstream_insecure_skip_verify {
+        c.upstream.insecure_skip_verify = v;
+    }
+    if let Some(v) = args.shutdown_delay_seconds {
+        c.server.shutdown_delay_seconds = v;
+    }
+    if let Some(v) = args.grace_period_seconds {
+        c.server.grace_period_seconds = v;
     }
     c.validate()?;
     c.validate_client_certificates()?;
@@ -190,5 +224,52 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
         }
         #[cfg(feature = "demo")]
         ProxyCommand::Demo(args) => crate::demo::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_both_ways() {
+        let dir = std::env::temp_dir().join(format!("cborgate-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "[upstream]\nurl = \"https://x:1\"\ninsecure_skip_verify = true\n",
+        )
+        .unwrap();
+        let args = |skip: Option<bool>| ServeArgs {
+            config: Some(file.clone()),
+            upstream_insecure_skip_verify: skip,
+            shutdown_delay_seconds: Some(5),
+            grace_period_seconds: Some(60),
+            forwarded_for: Some("replace".into()),
+            ..ServeArgs::default()
+        };
+        let c = load(&args(None)).unwrap();
+        assert!(c.upstream.insecure_skip_verify, "the file's value stays");
+        assert_eq!(
+            (
+                c.server.shutdown_delay_seconds,
+                c.server.grace_period_seconds
+            ),
+            (5, 60)
+        );
+        assert_eq!(c.server.forwarded_for, crate::config::ForwardedFor::Replace);
+        assert!(
+            !load(&args(Some(false)))
+                .unwrap()
+                .upstream
+                .insecure_skip_verify
+        );
+        let e = load(&ServeArgs {
+            grace_period_seconds: Some(3601),
+            ..args(None)
+        })
+        .unwrap_err();
+        assert!(e.0.starts_with("server.grace_period_seconds: 3601 "), "{e}");
     }
 }

@@ -83,8 +83,11 @@ impl ClientCas {
             p => verifier(p).map(Some).map_err(|e| format!("{key}: {e}")),
         };
         Ok(Arc::new(ClientCas {
-            client: RwLock::new(load("server.client_ca_file", client_ca)?),
-            front_proxy: RwLock::new(load("server.requestheader_client_ca_file", front_proxy_ca)?),
+            client: RwLock::new(load("server.client_ca_file (--client-ca-file)", client_ca)?),
+            front_proxy: RwLock::new(load(
+                "server.requestheader_client_ca_file (--requestheader-client-ca-file)",
+                front_proxy_ca,
+            )?),
             allowed_names: allowed_names.to_vec(),
             algorithms: provider().signature_verification_algorithms,
         }))
@@ -394,7 +397,7 @@ mod tests {
         assert_eq!(got.front_proxy, FrontProxy::Allowed);
         let e = ClientCas::load(&junk, "", &[]).unwrap_err();
         assert!(
-            e.starts_with("server.client_ca_file: ") && e.contains(&junk),
+            e.starts_with("server.client_ca_file (--client-ca-file): ") && e.contains(&junk),
             "{e}"
         );
     }

@@ -2,7 +2,8 @@
 //! overrides, in that order of precedence (flags win). Unknown keys are an
 //! error; every key is documented in the repository's `config.toml`.
 
-use serde::{Deserialize, Serialize};
+pub use crate::negotiate::forwarded::ForwardedFor;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::{Path, PathBuf};
 
 /// How cborgate talks to the upstream (WIRE.md §5).
@@ -54,6 +55,31 @@ impl std::str::FromStr for Mode {
                 "unknown mode {s:?} (auto, legacy, native, upgrade)"
             )),
         }
+    }
+}
+
+impl std::str::FromStr for ForwardedFor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "append" => Ok(ForwardedFor::Append),
+            "replace" => Ok(ForwardedFor::Replace),
+            _ => Err(format!("unknown value {s:?} (append, replace)")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ForwardedFor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for ForwardedFor {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -125,6 +151,51 @@ pub struct ServerConfig {
     pub requestheader_group_headers: Vec<String>,
     /// Prefixes of headers that carry extras; the first is the one written upstream.
     pub requestheader_extra_headers_prefix: Vec<String>,
+    /// `X-Forwarded-For` upstream (the apiserver's audit `sourceIPs`): `append` the
+    /// client's address to what it sent, or `replace` it (and drop `X-Real-Ip`) for
+    /// clients not trusted to say who they are.
+    pub forwarded_for: ForwardedFor,
+    /// The lowest TLS version cborgate speaks, by kube-apiserver's names
+    /// (`--tls-min-version`): `VersionTLS12` or `VersionTLS13`.
+    pub tls_min_version: String,
+    /// The TLS 1.2 cipher suites offered, by Go's and kube-apiserver's names
+    /// (`--tls-cipher-suites`); empty: every suite of [`TLS12_CIPHER_SUITES`]. TLS 1.3's
+    /// suites are always on, as in Go.
+    pub tls_cipher_suites: Vec<String>,
+}
+
+/// The TLS 1.2 cipher suites cborgate can offer (rustls, ring), by the names Go and
+/// kube-apiserver's `--tls-cipher-suites` give them; every one is ECDHE with an AEAD.
+pub const TLS12_CIPHER_SUITES: [&str; 6] = [
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+];
+
+/// Go's names of TLS 1.3's suites, which `--tls-cipher-suites` may list (they are
+/// always on).
+const TLS13_CIPHER_SUITES: [&str; 3] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// A `--tls-cipher-suites` name as [`TLS12_CIPHER_SUITES`] or TLS 1.3's list has it (Go
+/// also takes the CHACHA20 names without `_SHA256`); `None`: not one cborgate offers.
+pub fn cipher_suite_name(name: &str) -> Option<&'static str> {
+    let full = match name {
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305" => "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305" => "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        n => n,
+    };
+    TLS12_CIPHER_SUITES
+        .iter()
+        .chain(TLS13_CIPHER_SUITES.iter())
+        .find(|n| **n == full)
+        .copied()
 }
 
 impl Default for ServerConfig {
@@ -155,6 +226,9 @@ impl Default for ServerConfig {
             requestheader_username_headers: names.user,
             requestheader_group_headers: names.group,
             requestheader_extra_headers_prefix: names.extra_prefix,
+            forwarded_for: ForwardedFor::Append,
+            tls_min_version: "VersionTLS12".into(),
+            tls_cipher_suites: Vec::new(),
         }
     }
 }
@@ -335,7 +409,8 @@ impl Config {
     }
 
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let c: Config = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let c: Config =
+            toml::from_str(text).map_err(|e| ConfigError(plain_toml_error(&e.to_string())))?;
         c.validate()?;
         Ok(c)
     }
@@ -421,10 +496,110 @@ impl Config {
         if self.server.threads == 0 {
             return Err(ConfigError("server.threads: must be at least 1".into()));
         }
+        self.validate_times()?;
+        self.validate_tls_policy()?;
         if self.codec.max_depth == 0 || self.codec.window_bytes == 0 {
             return Err(ConfigError(
                 "codec.max_depth and codec.window_bytes must be positive".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// `server.tls_min_version` and `server.tls_cipher_suites`, by kube-apiserver's names.
+    fn validate_tls_policy(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        match s.tls_min_version.as_str() {
+            "VersionTLS12" | "VersionTLS13" => {}
+            "VersionTLS10" | "VersionTLS11" => {
+                return Err(ConfigError(format!(
+                    "server.tls_min_version (--tls-min-version): {}: cborgate speaks TLS 1.2 \
+                     and 1.3 only; VersionTLS12 is the lowest",
+                    s.tls_min_version
+                )))
+            }
+            other => {
+                return Err(ConfigError(format!(
+                    "server.tls_min_version (--tls-min-version): {other:?} is not VersionTLS12 \
+                     or VersionTLS13"
+                )))
+            }
+        }
+        if let Some(bad) = s
+            .tls_cipher_suites
+            .iter()
+            .find(|n| cipher_suite_name(n).is_none())
+        {
+            return Err(ConfigError(format!(
+                "server.tls_cipher_suites (--tls-cipher-suites): {bad} is not one cborgate \
+                 offers; the TLS 1.2 suites are {}, and TLS 1.3's are always on",
+                TLS12_CIPHER_SUITES.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// Times beyond their bound are a mistake (a unit confused, a digit too many), not a
+    /// wish: each is refused with its bound.
+    fn validate_times(&self) -> Result<(), ConfigError> {
+        const HOUR: u64 = 3_600;
+        const DAY: u64 = 86_400;
+        let (s, u) = (&self.server, &self.upstream);
+        for (key, value, bound, unit) in [
+            (
+                "server.grace_period_seconds",
+                s.grace_period_seconds,
+                HOUR,
+                "s",
+            ),
+            (
+                "server.shutdown_delay_seconds",
+                s.shutdown_delay_seconds,
+                HOUR,
+                "s",
+            ),
+            (
+                "server.request_read_timeout_seconds",
+                s.request_read_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "server.request_head_timeout_seconds",
+                s.request_head_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "server.idle_timeout_seconds",
+                s.idle_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "upstream.connect_timeout_ms",
+                u.connect_timeout_ms,
+                600_000,
+                "ms",
+            ),
+            (
+                "upstream.response_header_timeout_seconds",
+                u.response_header_timeout_seconds,
+                DAY,
+                "s",
+            ),
+            (
+                "upstream.capability_ttl_seconds",
+                u.capability_ttl_seconds,
+                7 * DAY,
+                "s",
+            ),
+        ] {
+            if value > bound {
+                return Err(ConfigError(format!(
+                    "{key}: {value} is more than the most it may be, {bound} ({bound} {unit})"
+                )));
+            }
         }
         Ok(())
     }
@@ -529,8 +704,11 @@ impl Config {
         &self,
     ) -> Result<(std::net::SocketAddr, std::net::SocketAddr), ConfigError> {
         let parse = |key: &str, addr: &str| {
-            addr.parse::<std::net::SocketAddr>()
-                .map_err(|_| ConfigError(format!("{key}: {addr:?} is not an IP:PORT address")))
+            listen_addr(addr).ok_or_else(|| {
+                ConfigError(format!(
+                    "{key}: {addr:?} is not a listen address (IP:PORT, HOST:PORT or :PORT)"
+                ))
+            })
         };
         Ok((
             parse("server.listen", &self.server.listen)?,
@@ -555,6 +733,38 @@ impl Config {
     }
 }
 
+/// A listen address as Go programs take it: `IP:PORT`, `HOST:PORT` (the name's first
+/// IPv4 address, else its first address, as `net.Listen` picks it) or `:PORT` (every
+/// interface: `0.0.0.0:PORT`).
+pub fn listen_addr(addr: &str) -> Option<std::net::SocketAddr> {
+    use std::net::{SocketAddr, ToSocketAddrs};
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Some(a);
+    }
+    if let Some(port) = addr.strip_prefix(':') {
+        return Some(SocketAddr::from(([0, 0, 0, 0], port.parse::<u16>().ok()?)));
+    }
+    let all: Vec<SocketAddr> = addr.to_socket_addrs().ok()?.collect();
+    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
+}
+
+/// The TOML parser's message with serde's Rust type names put in words: `expected usize`
+/// (a negative number or a fraction given) says what the key takes instead.
+fn plain_toml_error(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, words) in [
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected u32", "expected a whole number, 0 or more"),
+        ("expected u16", "expected a whole number, 0 or more"),
+        ("expected u8", "expected a whole number, 0 or more"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        out = out.replace(rust, words);
+    }
+    out
+}
+
 /// The documented default file at the repository root.
 pub fn default_file() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config.toml")
@@ -570,6 +780,53 @@ mod tests {
         assert!(e.0.contains("lsten"), "{e}");
         let e = Config::from_toml("[nope]\n").unwrap_err();
         assert!(e.0.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn listen_addresses_as_go_takes_them() {
+        let a = |s: &str| listen_addr(s).map(|a| a.to_string());
+        assert_eq!(a("127.0.0.1:8080").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(a("[::1]:8080").as_deref(), Some("[::1]:8080"));
+        assert_eq!(a(":8443").as_deref(), Some("0.0.0.0:8443"));
+        assert_eq!(a("localhost:8080").as_deref(), Some("127.0.0.1:8080"));
+        for bad in ["", ":", "8080", ":x", "127.0.0.1", "localhost:99999"] {
+            assert_eq!(a(bad), None, "{bad}");
+        }
+        let c = Config::from_toml("[server]\nlisten = \":8443\"\nadmin = \"localhost:9464\"\n");
+        assert!(c.is_ok(), "{c:?}");
+    }
+
+    #[test]
+    fn absurd_times_are_refused_with_their_bound() {
+        let e = Config::from_toml("[server]\ngrace_period_seconds = 99999999999\n").unwrap_err();
+        assert_eq!(
+            e.0,
+            "server.grace_period_seconds: 99999999999 is more than the most it may be, 3600 (3600 s)"
+        );
+        let e = Config::from_toml("[upstream]\nconnect_timeout_ms = 3600000\n").unwrap_err();
+        assert!(e.0.starts_with("upstream.connect_timeout_ms: "), "{e}");
+        assert!(Config::from_toml("[server]\ngrace_period_seconds = 3600\n").is_ok());
+    }
+
+    #[test]
+    fn tls_policy_names_are_kube_apiservers() {
+        let c = |t: &str| Config::from_toml(&format!("[server]\n{t}\n"));
+        assert!(c("tls_min_version = \"VersionTLS13\"").is_ok());
+        assert!(c("tls_cipher_suites = [\"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305\", \"TLS_AES_128_GCM_SHA256\"]").is_ok());
+        let e = c("tls_min_version = \"VersionTLS10\"").unwrap_err();
+        assert!(e.0.contains("TLS 1.2 and 1.3 only"), "{e}");
+        let e = c("tls_cipher_suites = [\"TLS_RSA_WITH_AES_128_CBC_SHA\"]").unwrap_err();
+        assert!(
+            e.0.starts_with("server.tls_cipher_suites (--tls-cipher-suites): TLS_RSA_WITH_AES_128_CBC_SHA is not one"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn type_errors_name_no_rust_type() {
+        let e = Config::from_toml("[server]\nthreads = -1\n").unwrap_err();
+        assert!(e.0.contains("expected a whole number, 0 or more"), "{e}");
+        assert!(!e.0.contains("usize"), "{e}");
     }
 
     #[test]

@@ -51,6 +51,19 @@ pub struct Connections {
     heads: AtomicUsize,
     /// The most connections open at once since [`Connections::take_peak`] last looked.
     peak: AtomicUsize,
+    /// HTTP/2 connections open: the drain waits for them to close (after pingora's
+    /// GOAWAY, once their streams have ended), so their last frames are sent.
+    h2: AtomicUsize,
+}
+
+/// One open HTTP/2 connection; dropping it (the connection has closed) counts it out.
+#[derive(Debug)]
+pub struct H2Held(Arc<Connections>);
+
+impl Drop for H2Held {
+    fn drop(&mut self) {
+        self.0.h2.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One admitted connection's place; dropping it gives the place back.
@@ -74,6 +87,7 @@ impl Connections {
             open: AtomicUsize::new(0),
             heads: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            h2: AtomicUsize::new(0),
         })
     }
 
@@ -99,6 +113,17 @@ impl Connections {
     /// Client connections open now.
     pub fn open(&self) -> usize {
         self.open.load(Ordering::Acquire)
+    }
+
+    /// Count an HTTP/2 connection open until the guard is dropped.
+    pub fn h2_open(self: &Arc<Self>) -> H2Held {
+        self.h2.fetch_add(1, Ordering::AcqRel);
+        H2Held(self.clone())
+    }
+
+    /// HTTP/2 connections open now.
+    pub fn h2_connections(&self) -> usize {
+        self.h2.load(Ordering::Acquire)
     }
 
     /// Request heads partly arrived: the drain waits for them as for requests in flight.

@@ -13,6 +13,18 @@
 //!   `demo` runs the kube-apiserver stand-in of the workspace crate
 //!   `cborgate-standin` (`standin/`), which the tests also use.
 
+/// The git commit this binary was built from (`build.rs`: `CBORGATE_GIT_COMMIT`, or
+/// `git rev-parse`, or `unknown`).
+pub const GIT_COMMIT: &str = env!("CBORGATE_GIT_COMMIT");
+
+/// The version with its commit, as `--version` and the start-up line print it.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CBORGATE_GIT_COMMIT"),
+    ")"
+);
+
 pub mod accept;
 pub mod admin;
 pub mod admission;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "cborgate",
-    version,
+    version = cborgate::VERSION,
     about = "A negotiating reverse proxy that lets Kubernetes API clients speak CBOR to JSON-only apiservers"
 )]
 struct Cli {

@@ -52,6 +52,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_connections_refused_total",
     "cborgate_request_head_timeouts_total",
     "cborgate_memory_trims_total",
+    "cborgate_certificate_expiry_timestamp_seconds",
 ];
 
 pub struct Metrics {
@@ -90,6 +91,8 @@ pub struct Metrics {
     pub connections_refused_total: IntCounter,
     pub request_head_timeouts_total: IntCounter,
     pub memory_trims_total: IntCounter,
+    /// `file` is one of [`RELOAD_FILES`]; a sample only for the files configured.
+    pub certificate_expiry_timestamp_seconds: IntGaugeVec,
     /// The codec series of each [`CODECS`] row, looked up once here rather than by
     /// label at every body ([`Metrics::codec`]).
     codecs: Vec<CodecSeries>,
@@ -216,8 +219,8 @@ impl Metrics {
                 "Upgraded connections (exec, attach, port-forward) currently open, by protocol.",
                 gauges(&["protocol"])),
             build_info: family!("gauge", "cborgate_build_info",
-                "Always 1; the version label says which cborgate is running.",
-                gauges(&["version"])),
+                "Always 1; the version and commit labels say which cborgate is running.",
+                gauges(&["version", "commit"])),
             client_errors_total: family!("counter", "cborgate_client_errors_total",
                 "Client connections that failed through the client's doing (TLS or HTTP/2 handshake failures and timeouts, hang-ups, malformed requests), by kind; logged at debug level only.",
                 counter(&["kind"])),
@@ -257,6 +260,9 @@ impl Metrics {
             memory_trims_total: family!("counter", "cborgate_memory_trims_total",
                 "Times freed memory was handed back to the operating system after a burst of connections ended.",
                 count),
+            certificate_expiry_timestamp_seconds: family!("gauge", "cborgate_certificate_expiry_timestamp_seconds",
+                "The notAfter (Unix seconds) of the certificate in use that expires first in each file: serving, upstream_client (the certificate chains), upstream_ca, client_ca, requestheader_ca (the CA bundles). Set at start-up and on each successful reload; no sample for a file not configured.",
+                gauges(&["file"])),
             registry,
             families,
             codecs: Vec::new(),
@@ -272,7 +278,7 @@ impl Metrics {
             })
             .collect();
         m.build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT])
             .set(1);
         m.create_series_at_zero();
         m
@@ -467,7 +473,12 @@ mod tests {
                 "{name} help missing"
             );
         }
-        assert!(text.contains("cborgate_build_info{version=\""));
+        let commit = format!(
+            "cborgate_build_info{{commit=\"{}\",version=\"{}\"}} 1",
+            crate::GIT_COMMIT,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&commit), "{commit} in:\n{text}");
     }
 
     /// The label pairs of a sample line `name{a="x",b="y"} value` named `name`.

@@ -68,11 +68,15 @@ impl Kind {
     /// The configuration keys, for messages.
     fn keys(self) -> &'static str {
         match self {
-            Kind::Serving => "server.tls_cert/tls_key",
-            Kind::UpstreamCa => "upstream.ca_file",
-            Kind::UpstreamClient => "upstream.client_cert/client_key",
-            Kind::ClientCa => "server.client_ca_file",
-            Kind::RequestHeaderCa => "server.requestheader_client_ca_file",
+            Kind::Serving => "server.tls_cert/tls_key (--tls-cert/--tls-key)",
+            Kind::UpstreamCa => "upstream.ca_file (--upstream-ca)",
+            Kind::UpstreamClient => {
+                "upstream.client_cert/client_key (--upstream-client-cert/--upstream-client-key)"
+            }
+            Kind::ClientCa => "server.client_ca_file (--client-ca-file)",
+            Kind::RequestHeaderCa => {
+                "server.requestheader_client_ca_file (--requestheader-client-ca-file)"
+            }
         }
     }
 }
@@ -93,6 +97,31 @@ pub(crate) fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, S
     Ok(certs)
 }
 
+/// The earliest `notAfter` (Unix seconds) of the certificates in a PEM file.
+pub fn earliest_expiry(path: &str) -> Result<i64, String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    certificates(path)?
+        .iter()
+        .map(|der| {
+            X509Certificate::from_der(der.as_ref())
+                .map(|(_, c)| c.validity().not_after.timestamp())
+                .map_err(|e| format!("{path}: a certificate could not be read: {e}"))
+        })
+        .try_fold(i64::MAX, |min, t| Ok(min.min(t?)))
+}
+
+/// Publish the earliest `notAfter` of `path`, the certificate file in use for `kind`, in
+/// `cborgate_certificate_expiry_timestamp_seconds`.
+fn publish_expiry(kind: Kind, path: &str) {
+    match earliest_expiry(path) {
+        Ok(t) => metrics()
+            .certificate_expiry_timestamp_seconds
+            .with_label_values(&[kind.label()])
+            .set(t),
+        Err(e) => tracing::warn!(file = kind.label(), error = %e, "certificate expiry unknown"),
+    }
+}
+
 fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
     let pem = read(path)?;
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| format!("{path}: no PEM private key: {e}"))
@@ -102,8 +131,14 @@ fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
 fn certified_key(cert: &str, key: &str) -> Result<CertifiedKey, String> {
     let chain = certificates(cert)?;
     let private = private_key(key)?;
-    CertifiedKey::from_der(chain, private, &rustls::crypto::ring::default_provider())
-        .map_err(|e| format!("{cert} with {key}: {e}"))
+    CertifiedKey::from_der(chain, private, &rustls::crypto::ring::default_provider()).map_err(|e| {
+        match e {
+            rustls::Error::InconsistentKeys(_) => {
+                format!("the key in {key} does not belong to the certificate in {cert}")
+            }
+            e => format!("{cert} with {key}: {e}"),
+        }
+    })
 }
 
 /// pingora's constructors panic on input their parser refuses; run them only on
@@ -253,6 +288,7 @@ pub type ReloadFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 struct Watched {
     kind: Kind,
+    /// The certificate (or CA bundle) file first, then the key file, if any.
     paths: Vec<String>,
     /// Fingerprint of the files' contents when last looked at.
     seen: u64,
@@ -286,6 +322,7 @@ impl Reloader {
     ) -> Self {
         let mut watched = Vec::new();
         let mut watch = |kind, paths: Vec<String>, reload: ReloadFn| {
+            publish_expiry(kind, &paths[0]);
             watched.push(Watched {
                 kind,
                 seen: fingerprint(&paths),
@@ -320,8 +357,10 @@ impl Reloader {
         Reloader { watched }
     }
 
-    /// Also watch `paths`, calling `reload` when their contents change (or on SIGHUP).
+    /// Also watch `paths` (the certificate file first), calling `reload` when their
+    /// contents change (or on SIGHUP).
     pub fn watch(&mut self, kind: Kind, paths: Vec<String>, reload: ReloadFn) {
+        publish_expiry(kind, &paths[0]);
         self.watched.push(Watched {
             kind,
             seen: fingerprint(&paths),
@@ -346,6 +385,9 @@ impl Reloader {
                 .reloads_total
                 .with_label_values(&[w.kind.label(), label])
                 .inc();
+            if result.is_ok() {
+                publish_expiry(w.kind, &w.paths[0]);
+            }
             match result {
                 Ok(()) => tracing::info!(
                     file = w.kind.label(),
@@ -403,6 +445,42 @@ mod tests {
         assert_eq!(labels, crate::metrics::RELOAD_FILES);
     }
 
+    /// A self-signed certificate, PEM, valid until the start of `year`-01-02.
+    fn cert_until(year: i32) -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec!["x".to_string()]).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.not_after = rcgen::date_time_ymd(year, 1, 2);
+        p.self_signed(&key).unwrap().pem()
+    }
+
+    #[test]
+    fn the_expiry_gauge_is_the_earliest_not_after_and_follows_reloads() {
+        let dir = std::env::temp_dir().join(format!("cborgate-expiry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        // 2031-01-02 and 2029-01-02 in one bundle: the earliest counts.
+        std::fs::write(&ca, cert_until(2031) + &cert_until(2029)).unwrap();
+        let ca = ca.to_str().unwrap();
+        assert_eq!(earliest_expiry(ca).unwrap(), 1_862_006_400);
+        let tls = UpstreamTls::load(ca, "", "").unwrap();
+        let mut r = Reloader::new(None, &tls, ca, None);
+        let gauge = || {
+            metrics()
+                .certificate_expiry_timestamp_seconds
+                .with_label_values(&["upstream_ca"])
+                .get()
+        };
+        assert_eq!(gauge(), 1_862_006_400);
+        std::fs::write(ca, cert_until(2033)).unwrap();
+        r.check(false);
+        assert_eq!(gauge(), 1_988_236_800, "2033-01-02 after the reload");
+        // A file that does not load keeps the previous material, and its expiry.
+        std::fs::write(ca, "not a certificate").unwrap();
+        r.check(false);
+        assert_eq!(gauge(), 1_988_236_800);
+    }
+
     #[test]
     fn bad_files_are_errors_naming_the_key_and_file() {
         let dir = std::env::temp_dir().join(format!("cborgate-reload-{}", std::process::id()));
@@ -416,17 +494,19 @@ mod tests {
         let junk = junk.to_str().unwrap();
         let e = ServingCert::load(junk, junk).unwrap_err();
         assert!(
-            e.starts_with("server.tls_cert/tls_key: ") && e.contains(junk),
+            e.starts_with("server.tls_cert/tls_key (--tls-cert/--tls-key): ") && e.contains(junk),
             "{e}"
         );
         let e = UpstreamTls::load(junk, "", "").unwrap_err();
         assert!(
-            e.starts_with("upstream.ca_file: ") && e.contains(junk),
+            e.starts_with("upstream.ca_file (--upstream-ca): ") && e.contains(junk),
             "{e}"
         );
         let e = UpstreamTls::load("", junk, junk).unwrap_err();
         assert!(
-            e.starts_with("upstream.client_cert/client_key: ") && e.contains(junk),
+            e.starts_with(
+                "upstream.client_cert/client_key (--upstream-client-cert/--upstream-client-key): "
+            ) && e.contains(junk),
             "{e}"
         );
         let none = UpstreamTls::load("", "", "").unwrap();

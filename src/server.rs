@@ -56,9 +56,12 @@ impl DrainTimes {
 }
 
 /// SIGTERM: fail `/readyz` and close each connection after its next response; after
-/// the shutdown delay, stop accepting (pingora), let short requests finish, then exit 0
-/// as soon as none is left or the grace period is over. Watches and other
-/// long-running streams are ended then; clients re-watch. SIGINT: fast exit.
+/// the shutdown delay, stop accepting (pingora), end long-running requests, let short
+/// requests finish, then exit 0 as soon as none is left or the grace period is over.
+/// Watches end cleanly, each with its request line logged, as kube-apiserver ends
+/// them when it shuts down: the terminating chunk on HTTP/1.1, `END_STREAM` on HTTP/2
+/// (`Admission::end_long_running`, `Gate::fail_to_proxy`); clients re-watch at once.
+/// SIGINT: fast exit.
 struct Drain {
     times: DrainTimes,
     admission: Arc<Admission>,
@@ -91,17 +94,34 @@ impl ShutdownSignalWatch for Drain {
             );
             tokio::time::sleep(delay).await;
         }
-        tracing::info!(grace_seconds = grace.as_secs(), "SIGTERM: draining");
+        tracing::info!(
+            grace_seconds = grace.as_secs(),
+            long_running = self.admission.long_running_open(),
+            "SIGTERM: draining; ending watches and other long-running requests"
+        );
+        self.admission.end_long_running();
         let admission = self.admission.clone();
         let connections = self.connections.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            // A request whose head has begun to arrive is waited for like one in flight.
-            let busy = || admission.short_in_flight() + connections.heads_arriving() > 0;
+            // A request whose head has begun to arrive is waited for like one in flight;
+            // an HTTP/2 connection until it has closed, so its last frames (a watch's
+            // END_STREAM) are sent.
+            let busy = || {
+                admission.short_in_flight()
+                    + admission.long_running_open()
+                    + connections.heads_arriving()
+                    + connections.h2_connections()
+                    > 0
+            };
             while busy() && started.elapsed() < grace {
                 std::thread::sleep(Duration::from_millis(25));
             }
-            tracing::info!(in_flight = admission.short_in_flight(), "drained; exiting");
+            tracing::info!(
+                in_flight = admission.short_in_flight(),
+                long_running = admission.long_running_open(),
+                "drained; exiting"
+            );
             std::process::exit(0);
         });
         ShutdownSignal::GracefulTerminate
@@ -165,10 +185,38 @@ fn watch_client_cas(reloader: &mut Reloader, cas: &Arc<ClientCas>, config: &Conf
     }
 }
 
+/// `server.tls_min_version` and `server.tls_cipher_suites` as rustls' process-wide
+/// crypto provider, installed before pingora installs its own (it keeps one already
+/// there), so the listener and the upstream connections are made with it: TLS 1.2
+/// suites kept by name (all when none is named), none at `VersionTLS13`; TLS 1.3's
+/// always, as in Go.
+fn install_tls_policy(config: &Config) {
+    use rustls::SupportedCipherSuite::{Tls12, Tls13};
+    let server = &config.server;
+    let tls13_only = server.tls_min_version == "VersionTLS13";
+    let named: Vec<&str> = server
+        .tls_cipher_suites
+        .iter()
+        .filter_map(|n| crate::config::cipher_suite_name(n))
+        .collect();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.retain(|s| match s {
+        Tls13(_) => true,
+        Tls12(_) => {
+            !tls13_only
+                && (named.is_empty() || named.contains(&format!("{:?}", s.suite()).as_str()))
+        }
+    });
+    if provider.install_default().is_err() {
+        tracing::warn!("the TLS policy could not be installed: a TLS provider was already in use");
+    }
+}
+
 /// Build the server. Every error is a configuration problem (exit status 2)
 /// whose message names the key or flag.
 pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
+    install_tls_policy(&config);
     config.validate_client_certificates()?;
     let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.
@@ -244,10 +292,8 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     // No L4 read buffer (pingora's default is 64 KiB per connection, zeroed when the
     // connection is accepted): pingora's HTTP/1 session reads the head and the body into
     // buffers of its own, so an idle connection then costs a few KiB instead of 64.
-    let endpoint = || {
-        ListenerConfig::tcp(config.server.listen.clone())
-            .l4_buffer(L4BufferSettings::default().read(0))
-    };
+    let endpoint =
+        || ListenerConfig::tcp(listen.to_string()).l4_buffer(L4BufferSettings::default().read(0));
     let scheme = match &serving {
         None => {
             proxy.add_listener(endpoint());
@@ -275,7 +321,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
         }
     };
     let mut admin_service = Service::new("cborgate admin".to_string(), admin);
-    admin_service.add_tcp(&config.server.admin);
+    admin_service.add_tcp(&admin_addr.to_string());
     let client = (!config.upstream.client_cert.is_empty()).then(|| {
         (
             config.upstream.client_cert.clone(),
@@ -314,7 +360,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     let url = UpstreamUrl::parse(&config.upstream.url)?;
     let summary = format!(
         "cborgate {} serving {scheme}://{listen} in {} mode, upstream {}://{}:{}{}, admin http://{admin_addr}",
-        env!("CARGO_PKG_VERSION"),
+        crate::VERSION,
         config.upstream.mode.as_str(),
         if url.tls { "https" } else { "http" },
         url.host,

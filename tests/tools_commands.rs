@@ -164,3 +164,33 @@ fn on_a_terminal_json_output_ends_with_one_newline() {
         library(b"{}", Target::Cbor, false, false)
     );
 }
+
+/// `--version` names the version and the git commit it was built from (`build.rs`:
+/// `CBORGATE_GIT_COMMIT`, else `git rev-parse --short=12 HEAD`); from a checkout, the
+/// commit checked out.
+#[test]
+fn version_names_the_commit() {
+    let o = run(&["--version"], b"");
+    assert_eq!(o.status.code(), Some(0));
+    let line = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(
+        line.trim_end(),
+        format!(
+            "cborgate {} (commit {})",
+            env!("CARGO_PKG_VERSION"),
+            cborgate::GIT_COMMIT
+        )
+    );
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    if std::env::var("CBORGATE_GIT_COMMIT").is_err() {
+        if let Some(h) = head.ok().filter(|h| h.status.success()) {
+            assert_eq!(
+                cborgate::GIT_COMMIT,
+                String::from_utf8_lossy(&h.stdout).trim()
+            );
+        }
+    }
+}

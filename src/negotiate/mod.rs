@@ -19,12 +19,14 @@
 //!   through, replay after a 415), what it teaches, and the format label.
 //! - [`identity`]: who the request is (client certificate, trusted front proxy, nobody)
 //!   and which identity headers are removed from or added to the upstream request.
+//! - [`forwarded`]: the `X-Forwarded-For` line upstream (append the client, or replace).
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
 pub mod auto;
 pub mod byte_fields;
 pub mod encoding;
+pub mod forwarded;
 mod go_float;
 mod go_sort;
 pub mod identity;

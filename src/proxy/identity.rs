@@ -3,10 +3,12 @@
 //! digest (`client_cert`), counts the decision in `cborgate_authentications_total`,
 //! picks the upstream connections it may share ([`crate::negotiate::pool`]), and
 //! applies its header edits to the upstream request head (every attempt: the 415
-//! replay rewrites the head again from the client's).
+//! replay rewrites the head again from the client's). And the client's address in
+//! `X-Forwarded-For`, as [`crate::negotiate::forwarded`] decides it.
 
 use crate::client_cert::peer_cert;
 use crate::metrics::metrics;
+use crate::negotiate::forwarded::{forwarding, ForwardedFor};
 use crate::negotiate::identity::{identify, HeaderNames, Identity};
 use crate::negotiate::pool::{pool, Pool};
 use pingora::http::RequestHeader;
@@ -46,6 +48,31 @@ pub fn apply(identity: Option<&Identity>, req: &mut RequestHeader) -> Result<()>
     }
     for (name, value) in &id.add {
         req.append_header(name.clone(), value.as_str())?;
+    }
+    Ok(())
+}
+
+/// Write the client's address into `X-Forwarded-For` (and drop `X-Real-Ip` when
+/// replacing) on the upstream request, from the client's own request head.
+pub fn forward(session: &Session, mode: ForwardedFor, req: &mut RequestHeader) -> Result<()> {
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip());
+    let sent: Vec<&str> = session
+        .req_header()
+        .headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let f = forwarding(mode, &sent, peer);
+    req.remove_header("x-forwarded-for");
+    if f.drop_real_ip {
+        req.remove_header("x-real-ip");
+    }
+    if let Some(v) = f.forwarded_for {
+        req.insert_header("x-forwarded-for", v)?;
     }
     Ok(())
 }

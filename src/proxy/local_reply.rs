@@ -111,6 +111,51 @@ pub fn failure_of(e: &Error, answered: bool) -> Option<Failure> {
     }
 }
 
+/// What went wrong on the way to the upstream, in an operator's words (for `/readyz`
+/// and the log), from pingora's error type and its whole error text: never pingora's
+/// error chain, and never a Rust type name (rustls' `CaUsedAsEndEntity`, …). `what`
+/// completes "the upstream at ADDR …".
+pub fn upstream_failure_words(etype: &ErrorType, text: &str) -> String {
+    use ErrorType::*;
+    let has = |s: &str| text.contains(s);
+    match etype {
+        ConnectRefused => "refused the connection".into(),
+        ConnectTimedout => "did not accept a connection within upstream.connect_timeout_ms".into(),
+        ConnectNoRoute => "cannot be reached (no route to it)".into(),
+        TLSHandshakeTimedout => "did not finish the TLS handshake in time".into(),
+        TLSHandshakeFailure | InvalidCert | HandshakeError => {
+            let why = if has("CaUsedAsEndEntity") {
+                "its certificate is a CA certificate (CA:TRUE), which cborgate does not \
+                 accept as a server's own certificate, unlike Go: give the server a \
+                 certificate signed by that CA (the CA in --upstream-ca), or one without CA:TRUE"
+            } else if has("UnknownIssuer") || has("BadSignature") {
+                // BadSignature: a CA of the same name, not the one that signed it.
+                "its certificate is not signed by a CA in --upstream-ca (upstream.ca_file)"
+            } else if has("NotValidForName") {
+                "its certificate is not valid for the host name in --upstream (upstream.url)"
+            } else if has("Expired") {
+                "its certificate has expired"
+            } else if has("NotValidYet") {
+                "its certificate is not valid yet"
+            } else if has("CertificateRequired") {
+                "it asks for a client certificate: give --upstream-client-cert and --upstream-client-key"
+            } else if has("BadCertificate") || has("UnknownCA") || has("DecryptError") {
+                "it refused cborgate's client certificate (--upstream-client-cert)"
+            } else if has("InvalidContentType") || has("corrupt message") {
+                "it does not speak TLS: is --upstream https:// to a plain-HTTP port?"
+            } else {
+                "the TLS handshake failed"
+            };
+            format!("failed the TLS handshake: {why}")
+        }
+        ReadTimedout => "did not answer in time".into(),
+        _ if has("InvalidHTTPHeader") || has("invalid HTTP") => {
+            "did not answer HTTP: is --upstream http:// to a TLS port?".into()
+        }
+        _ => "closed the connection without answering".into(),
+    }
+}
+
 /// Whether the upstream refused the request without processing it (docs/wire.md §5a):
 /// its HTTP/2 stream met a graceful GOAWAY (`NO_ERROR`) from the upstream, which happens
 /// only to a stream above the GOAWAY's last-stream-id or to one opened on a connection
@@ -134,6 +179,31 @@ pub fn cut_short(e: &Error, answered: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_failures_in_an_operators_words() {
+        use ErrorType::*;
+        // (pingora's type, its text as recorded from cborgate 0.1.0 against the failure,
+        // the words): none carries pingora's chain or a Rust type name.
+        let table: &[(ErrorType, &str, &str)] = &[
+            (ConnectRefused, " ConnectRefused context: Fail to connect to addr: 127.0.0.1:18699, scheme: HTTP, sni: 127.0.0.1 cause: Connection refused (os error 111)", "refused the connection"),
+            (ConnectTimedout, "", "did not accept a connection within upstream.connect_timeout_ms"),
+            (TLSHandshakeFailure, "tls connect error cause: invalid peer certificate: Other(OtherError(CaUsedAsEndEntity)), SNI: 127.0.0.1", "failed the TLS handshake: its certificate is a CA certificate (CA:TRUE)"),
+            (TLSHandshakeFailure, "tls connect error cause: invalid peer certificate: UnknownIssuer", "failed the TLS handshake: its certificate is not signed by a CA in --upstream-ca"),
+            (TLSHandshakeFailure, "invalid peer certificate: BadSignature", "failed the TLS handshake: its certificate is not signed by a CA in --upstream-ca"),
+            (TLSHandshakeFailure, "invalid peer certificate: NotValidForName", "failed the TLS handshake: its certificate is not valid for the host name"),
+            (TLSHandshakeFailure, "tls connect error cause: received corrupt message of type InvalidContentType, SNI: 127.0.0.1", "failed the TLS handshake: it does not speak TLS"),
+            (TLSHandshakeFailure, "received fatal alert: CertificateRequired", "failed the TLS handshake: it asks for a client certificate"),
+            (ConnectionClosed, "Connection closed", "closed the connection without answering"),
+        ];
+        for (t, text, want) in table {
+            let got = upstream_failure_words(t, text);
+            assert!(got.starts_with(want), "{t:?} {text:?}: {got}");
+            for internal in ["context:", "cause:", "sni", "Other(", "Error", "SNI"] {
+                assert!(!got.contains(internal), "{got}");
+            }
+        }
+    }
 
     #[test]
     fn pingora_errors_map_to_failures() {

@@ -166,6 +166,15 @@ impl Gate {
         }
     }
 
+    /// A long-running response the drain ended (`ending`): its head is out, and it is a
+    /// stream with an end of its own (not an upgraded connection, which just closes).
+    fn ended_by_drain(&self, session: &Session, ex: &Exchange) -> bool {
+        self.admission.long_running_ending()
+            && ex.plan.as_ref().is_some_and(|p| p.long_running)
+            && ex.upgrade.is_none()
+            && session.response_written().is_some()
+    }
+
     /// Answer from `request_filter`, without the upstream. `Ok(true)`: the response is done.
     async fn reply(
         &self,
@@ -228,6 +237,28 @@ impl Gate {
             (self.codecs.request.max_request_body).saturating_add(local_reply::LINGER_SLACK_BYTES);
         local_reply::linger(session, max_bytes).await;
         Ok(())
+    }
+}
+
+/// End a response the drain ended as kube-apiserver ends a watch when it shuts down:
+/// the whole events already transcoded, then the end of the body (the terminating
+/// chunk on HTTP/1.1, `END_STREAM` on HTTP/2), so the client re-establishes it at once.
+async fn end_cleanly(session: &mut Session, ex: &mut Exchange) -> FailToProxy {
+    ex.ended_by_drain = true;
+    let unsent = ex.unsent.take();
+    let ended = match unsent {
+        Some(b) => session.write_response_body(Some(b), false).await,
+        None => Ok(()),
+    };
+    if let Err(e) = match ended {
+        Ok(()) => session.as_mut().finish_body().await,
+        e => e,
+    } {
+        tracing::debug!(error = %e, "could not end the response");
+    }
+    FailToProxy {
+        error_code: 0,
+        can_reuse_downstream: false,
     }
 }
 
@@ -315,12 +346,19 @@ impl ProxyHttp for Gate {
         _session: &mut Session,
         _reused: bool,
         _peer: &HttpPeer,
-        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(unix)] fd: std::os::unix::io::RawFd,
         #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
         _digest: Option<&pingora::protocols::Digest>,
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.connect_turn = None;
+        if ex.plan.as_ref().is_some_and(|p| p.long_running) {
+            // Held for the drain, which ends long-running requests through it.
+            match crate::sys::dup_socket(fd) {
+                Ok(s) => ex.upstream_socket = Some(self.admission.hold_upstream(s)),
+                Err(e) => tracing::warn!(error = %e, "a watch cannot be ended cleanly at shutdown"),
+            }
+        }
         Ok(())
     }
 
@@ -337,12 +375,13 @@ impl ProxyHttp for Gate {
 
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         req: &mut RequestHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.rewrite_upstream_request(req)?;
         identity::apply(ex.identity.as_ref(), req)?;
+        identity::forward(session, self.config.server.forwarded_for, req)?;
         self.upstream.rewrite_host(req)
     }
 
@@ -405,19 +444,11 @@ impl ProxyHttp for Gate {
 
     fn response_body_filter(
         &self,
-        session: &mut Session,
+        _session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
         ex: &mut Exchange,
     ) -> Result<Option<Duration>> {
-        if ex.watch_counted && session.is_process_shutting_down() && !end_of_stream {
-            // Draining: end watches (clients re-watch) instead of holding the
-            // process until the grace period runs out.
-            return Error::e_explain(
-                ErrorType::HTTPStatus(503),
-                "watch ended: cborgate is shutting down",
-            );
-        }
         // The head is already on its way: a body that cannot be transcoded ends the
         // response abnormally, so the client cannot take a truncated body for a whole one.
         ex.response_body(body, end_of_stream).map_err(|e| {
@@ -459,12 +490,21 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> FailToProxy {
         ex.note_upstream_time();
+        if self.ended_by_drain(session, ex) {
+            return end_cleanly(session, ex).await;
+        }
         let answered = ex.status != 0;
         let mut unanswered = None;
         let reply = ex.local_error.take().or_else(|| {
             let failure = local_reply::failure_of(e, answered)?;
-            // One line per upstream failure, with what pingora knows of it.
-            tracing::warn!(error = %e, "upstream request failed");
+            // One line per upstream failure, in an operator's words; pingora's own
+            // account at debug level.
+            tracing::warn!(
+                reason = %local_reply::upstream_failure_words(e.etype(), &e.to_string()),
+                kind = e.etype().as_str(),
+                "upstream request failed"
+            );
+            tracing::debug!(error = %e, "upstream request failed");
             let p = ex.plan.as_ref()?;
             let reply = p.failure_reply(&failure);
             if reply.is_none() {

@@ -92,9 +92,11 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
         .get("user-agent")
         .map(|v| String::from_utf8_lossy(v.as_bytes()));
     // pingora's error type, where it says more than the status and reason do.
+    // A response the drain ended has none: its end was clean.
     let error = e
-        .filter(|e| !matches!(e.etype(), ErrorType::HTTPStatus(_)))
+        .filter(|e| !ex.ended_by_drain && !matches!(e.etype(), ErrorType::HTTPStatus(_)))
         .map(|e| e.etype().as_str());
+    let ended = ex.ended_by_drain.then_some("shutdown");
     let (auth, user) = match &ex.identity {
         Some(id) => (id.method.as_str(), id.user.as_deref()),
         None => ("none", None),
@@ -116,6 +118,7 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
         user,
         error,
         reason = ex.reason.as_deref(),
+        ended,
         "request"
     );
 }

@@ -78,6 +78,10 @@ pub struct Exchange {
     pub upstream_time: Option<Duration>,
     /// Counted in `cborgate_watch_streams_active`.
     pub watch_counted: bool,
+    /// The SIGTERM drain ended this long-running response, cleanly (`Gate::fail_to_proxy`).
+    pub ended_by_drain: bool,
+    /// A long-running request's upstream socket, held for the drain to end it.
+    pub upstream_socket: Option<crate::admission::UpstreamHeld>,
     /// Counted in `cborgate_upgrades_active` with this protocol label.
     pub upgrade: Option<&'static str>,
     /// The status the client got (0: none yet).
@@ -146,6 +150,8 @@ impl Default for Exchange {
             upstream_started: None,
             upstream_time: None,
             watch_counted: false,
+            ended_by_drain: false,
+            upstream_socket: None,
             upgrade: None,
             status: 0,
             identity: None,

@@ -3,6 +3,7 @@
 //! [`crate::reload::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
+use super::local_reply::upstream_failure_words;
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
 use crate::negotiate::pool::Pool;
@@ -153,7 +154,18 @@ impl Resolver {
                 let why = format!("cannot resolve the upstream host {}: {e}", self.host);
                 if s.failed.is_none() {
                     // Once per outage; the counter has every failure.
-                    tracing::warn!(host = %self.host, error = %e, kept = ?s.addr, "upstream DNS lookup failed");
+                    match s.addr {
+                        Some(kept) => tracing::warn!(
+                            host = %self.host,
+                            error = %e,
+                            "upstream DNS lookup failed; still using {kept}, the last address it had"
+                        ),
+                        None => tracing::warn!(
+                            host = %self.host,
+                            error = %e,
+                            "upstream DNS lookup failed; no address yet: requests get 503"
+                        ),
+                    }
                 }
                 s.failed = Some((Instant::now(), why.clone()));
                 Err(why)
@@ -206,6 +218,9 @@ pub struct Upstream {
     pub readiness: Arc<Readiness>,
 }
 
+/// The `group_key` bit of long-running requests' upstream connections.
+const LONG_RUNNING_POOL: u64 = 1 << 63;
+
 /// How often `/readyz`'s probe runs, and how long one may take.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -250,6 +265,12 @@ impl Upstream {
         // Pooled connections are reused only with the credentials they were made with,
         // and only by requests of the same pool (docs/wire.md §5a).
         peer.group_key = pool.group_key(self.tls.generation());
+        if long_running {
+            // Pooled apart from short requests' connections: the drain ends these
+            // (`Admission::end_long_running`), which never cuts a short request, over
+            // HTTP/1.1 or on a shared HTTP/2 connection.
+            peer.group_key |= LONG_RUNNING_POOL;
+        }
         // pingora forwards only WebSocket upgrades by default; kubectl falls
         // back to SPDY/3.1 for exec, attach and port-forward, so keep any
         // upgrade handshake whole (this applies only when `Upgrade` is present).
@@ -322,10 +343,16 @@ impl Upstream {
             let addr = self.resolver.resolve().await?;
             let mut peer = self.peer(addr, false, true, Pool::Credentialed);
             self.choose_http_version(&mut peer, false);
+            let words = |e: &pingora::Error| {
+                format!(
+                    "the upstream at {addr} {}",
+                    upstream_failure_words(e.etype(), &e.to_string())
+                )
+            };
             let (mut session, _) = connector
                 .get_http_session(&*peer)
                 .await
-                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+                .map_err(|e| words(&e))?;
             let mut req =
                 RequestHeader::build("GET", b"/readyz", None).map_err(|e| e.to_string())?;
             req.insert_header("Host", self.host_header())
@@ -342,15 +369,12 @@ impl Upstream {
             session
                 .write_request_header(Box::new(req))
                 .await
-                .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
-            session
-                .finish_request_body()
-                .await
-                .map_err(|e| format!("cannot send the probe to {addr}: {e}"))?;
+                .map_err(|e| words(&e))?;
+            session.finish_request_body().await.map_err(|e| words(&e))?;
             session
                 .read_response_header()
                 .await
-                .map_err(|e| format!("no answer from {addr}: {e}"))?;
+                .map_err(|e| words(&e))?;
             let code = session.response_header().map_or(0, |r| r.status.as_u16());
             session.shutdown().await;
             Ok::<_, String>((code, addr))

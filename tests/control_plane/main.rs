@@ -25,6 +25,7 @@ mod controllers;
 mod cost;
 mod credentials;
 mod findings;
+mod forwarded;
 mod goaway;
 mod http;
 mod kubectl_parity;
@@ -198,6 +199,7 @@ pub fn skip(why: &str) -> ! {
 fn cases() -> Vec<Case> {
     let mut all: Vec<Case> = Vec::new();
     all.extend(controllers::CASES);
+    all.extend(forwarded::CASES);
     all.extend(kubectl_parity::CASES);
     all.extend(cbor_client::CASES);
     all.extend(findings::CASES);

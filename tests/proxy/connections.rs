@@ -239,7 +239,7 @@ fn pipelined_requests_get_their_answers_in_order() {
     assert_eq!(c.request("GET", CM, &[], None).status, 200);
 }
 
-fn sigterm(h: &Harness) {
+pub fn sigterm(h: &Harness) {
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &h.child.id().to_string()])
         .status()

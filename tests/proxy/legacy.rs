@@ -842,6 +842,11 @@ fn readyz_turns_503_within_seconds_of_the_upstream_dying() {
         ready(&h) == 503
     });
     assert_eq!(once(h.admin, "GET", "/healthz", &[], None).status, 200);
+    // The body, for an operator: the address once, what happened, nothing of pingora's
+    // error chain (no `context:`, `cause:`, `sni` on a plain-HTTP upstream).
+    let body = |h: &Harness| once(h.admin, "GET", "/readyz", &[], None).text();
+    let want = format!("the upstream at {} refused the connection\n", h.upstream);
+    eventually(10, "the refused connection in /readyz", || body(&h) == want);
 }
 
 // ---- Fidelity to a CBOR-enabled kube-apiserver 1.36.2 (tests/data/corpus/native-1.36) ----

@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-struct Pki {
-    dir: PathBuf,
-    ca_der: CertificateDer<'static>,
+pub struct Pki {
+    pub dir: PathBuf,
+    pub ca_der: CertificateDer<'static>,
     server: (CertificateDer<'static>, PrivateKeyDer<'static>),
 }
 
 /// A CA, a server certificate for localhost/127.0.0.1 and a client
 /// certificate, written as PEM files under a fresh directory.
-fn pki(tag: &str) -> Pki {
+pub fn pki(tag: &str) -> Pki {
     let dir = std::env::temp_dir().join(format!("cborgate-pki-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ca_key = KeyPair::generate().unwrap();
@@ -55,13 +55,13 @@ fn pki(tag: &str) -> Pki {
     }
 }
 
-fn path(p: &Path, f: &str) -> String {
+pub fn path(p: &Path, f: &str) -> String {
     p.join(f).to_str().unwrap().to_string()
 }
 
 /// GET over TLS + HTTP/2; returns status, content type and the whole body.
 /// An HTTP/2 connection over TLS (ALPN `h2`) to `addr`, trusting `ca`.
-async fn h2_connect(
+pub async fn h2_connect(
     addr: std::net::SocketAddr,
     ca: &CertificateDer<'static>,
 ) -> h2::client::SendRequest<bytes::Bytes> {
@@ -126,7 +126,7 @@ async fn h2_get(
 }
 
 /// cborgate in legacy mode with a TLS listener (HTTP/2 and HTTP/1.1), and its PKI.
-fn tls_legacy(tag: &str) -> (Pki, Harness) {
+pub fn tls_legacy(tag: &str) -> (Pki, Harness) {
     let p = pki(tag);
     let h = Harness::start(
         "legacy",
@@ -290,6 +290,21 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     // Authorization passed through untouched.
     let up = base.standin().requests().last().unwrap().clone();
     assert_eq!(up.header("authorization"), Some("Bearer abc"));
+    // The expiry of each certificate file in use, and none for a file not configured.
+    let expiry = |file: &str| {
+        h.metric(
+            "cborgate_certificate_expiry_timestamp_seconds",
+            &[("file", file)],
+        )
+    };
+    for (file, pem) in [("upstream_ca", "ca.pem"), ("upstream_client", "client.pem")] {
+        let want = cborgate::reload::earliest_expiry(&path(&p.dir, pem)).unwrap();
+        assert!(want > 0);
+        assert_eq!(expiry(file), want as f64, "{file}");
+    }
+    assert!(!h
+        .metrics()
+        .contains("cborgate_certificate_expiry_timestamp_seconds{file=\"serving\"}"));
 
     // Without the client certificate the upstream refuses the handshake: 503.
     let h = Harness::proxy_to(&url, "legacy", &["--upstream-ca", &path(&p.dir, "ca.pem")]);
@@ -509,10 +524,18 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
     // The wrong CA: TCP connects, the handshake fails, so /readyz says so. Polled for
     // the reason too: before the first probe /readyz is a 503 as well ("the upstream
     // has not been probed yet"), which once made this test fail.
-    eventually(10, "/readyz 503 with the wrong CA", || {
+    let mut last = String::new();
+    let seen = crate::support::harness::poll(std::time::Duration::from_secs(10), || {
         let r = ready(&h);
-        r.status == 503 && String::from_utf8_lossy(&r.body).contains("cannot connect")
+        last = r.text();
+        (r.status == 503
+            && last.ends_with(
+                " failed the TLS handshake: its certificate is not signed by a CA in \
+                 --upstream-ca (upstream.ca_file)\n",
+            ))
+        .then_some(())
     });
+    assert!(seen.is_some(), "/readyz with the wrong CA: {last}");
     assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
     assert_eq!(get(&h), 503);
     // The right CA arrives on disk (written aside, then renamed over the old one).
@@ -748,6 +771,67 @@ async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> 
     out
 }
 
+/// A TLS handshake with the proxy offering only `suites` (rustls names, `Debug` of
+/// `CipherSuite`); the suite agreed, or `None` when the handshake fails.
+fn handshake_with(
+    proxy: std::net::SocketAddr,
+    ca: &CertificateDer<'static>,
+    suites: &[&str],
+) -> Option<String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider
+        .cipher_suites
+        .retain(|s| suites.contains(&format!("{:?}", s.suite()).as_str()));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .ok()?;
+        tls.get_ref()
+            .1
+            .negotiated_cipher_suite()
+            .map(|s| format!("{:?}", s.suite()))
+    })
+}
+
+/// `--tls-min-version` and `--tls-cipher-suites`, by kube-apiserver's names: TLS 1.2 is
+/// refused at `VersionTLS13`; at 1.2 only the named suites are offered; TLS 1.3 always.
+#[test]
+fn tls_min_version_and_cipher_suites_as_kube_apiserver_names_them() {
+    let p = pki("policy");
+    let (cert, key) = (path(&p.dir, "server.pem"), path(&p.dir, "server.key"));
+    const AES128: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256";
+    const AES256: &str = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384";
+    const TLS13: &str = "TLS13_AES_128_GCM_SHA256";
+    let with = |policy: &[&str]| {
+        let mut args = vec!["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+        args.extend_from_slice(policy);
+        Harness::start("legacy", &args)
+    };
+    let agreed = |h: &Harness, offered: &[&str]| handshake_with(h.proxy, &p.ca_der, offered);
+    let h = with(&[]);
+    assert_eq!(agreed(&h, &[AES128]).as_deref(), Some(AES128));
+    let h = with(&["--tls-min-version", "VersionTLS13"]);
+    assert_eq!(agreed(&h, &[AES128, AES256]), None);
+    assert_eq!(agreed(&h, &[TLS13]).as_deref(), Some(TLS13));
+    let h = with(&["--tls-cipher-suites", AES256]);
+    assert_eq!(agreed(&h, &[AES128]), None);
+    assert_eq!(agreed(&h, &[AES128, AES256]).as_deref(), Some(AES256));
+    assert_eq!(agreed(&h, &[TLS13]).as_deref(), Some(TLS13));
+}
+
 /// An HTTP/2 upstream over TLS (ALPN `h2` only) that answers `/readyz`, and resets every
 /// other stream with `RST_STREAM(INTERNAL_ERROR)`: what Go's HTTP/2 server sends when a
 /// handler panics, as a real CBOR-enabled kube-apiserver 1.36.2 does for `/api/v1` with
@@ -833,7 +917,12 @@ fn an_http2_upstream_reset_is_counted_as_an_upstream_failure_not_499() {
     let url = format!("https://localhost:{port}");
     let ca = path(&p.dir, "ca.pem");
     const CM: &str = "/api/v1/namespaces/demo/configmaps/demo-config";
-    let accept = [("Accept", "application/cbor")];
+    // With a bearer token: anonymous requests go upstream over HTTP/1.1 on connections
+    // of their own (docs/wire.md §5a), which this HTTP/2-only upstream refuses by ALPN.
+    let accept = [
+        ("Accept", "application/cbor"),
+        ("Authorization", "Bearer t"),
+    ];
     let native = Harness::proxy_to(&url, "native", &["--upstream-ca", &ca]);
     let mut c = crate::support::http::Conn::connect(native.proxy);
     c.send("GET", CM, &accept, None);

@@ -1,0 +1,129 @@
+//! `X-Forwarded-For` upstream: who the client is, for the apiserver's audit log.
+//!
+//! kube-apiserver's audit `sourceIPs` (`utilnet.SourceIPs`, k8s.io/apimachinery
+//! `pkg/util/net/http.go`) are the comma-separated addresses of the *first*
+//! `X-Forwarded-For` line, then `X-Real-Ip` unless already listed, then the connection's
+//! remote address (here: cborgate's). So cborgate sends one `X-Forwarded-For` line:
+//!
+//! - `append` (the default), as Go's `httputil.ReverseProxy` does: the client's own
+//!   lines joined with `", "`, then the address the client connected from. Audit shows
+//!   `[what the client claimed…, the client, cborgate]`: right behind a trusted front
+//!   proxy that sets the header itself.
+//! - `replace`, for clients that are not trusted to say who they are: only the address
+//!   the client connected from, and the client's `X-Real-Ip` is dropped. Audit shows
+//!   `[the client, cborgate]`, whatever the client sent.
+
+use std::net::IpAddr;
+
+/// `server.forwarded_for`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardedFor {
+    #[default]
+    Append,
+    Replace,
+}
+
+impl ForwardedFor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForwardedFor::Append => "append",
+            ForwardedFor::Replace => "replace",
+        }
+    }
+}
+
+/// What the upstream request's forwarding headers become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarding {
+    /// The one `X-Forwarded-For` line sent upstream, in place of every line the client
+    /// sent; `None`: none.
+    pub forwarded_for: Option<String>,
+    /// Drop the client's `X-Real-Ip`.
+    pub drop_real_ip: bool,
+}
+
+/// The forwarding headers for a client at `peer` (`None`: not an IP connection)
+/// that sent the `X-Forwarded-For` lines `sent`, in order.
+pub fn forwarding(mode: ForwardedFor, sent: &[&str], peer: Option<IpAddr>) -> Forwarding {
+    let Some(peer) = peer else {
+        // No address to add: the client's lines as one (append), or nothing (replace).
+        let kept = mode == ForwardedFor::Append && !sent.is_empty();
+        return Forwarding {
+            forwarded_for: kept.then(|| sent.join(", ")),
+            drop_real_ip: mode == ForwardedFor::Replace,
+        };
+    };
+    // Go writes an IPv6 address without brackets (`net.SplitHostPort` of RemoteAddr).
+    let peer = peer.to_canonical().to_string();
+    let forwarded_for = match mode {
+        // `httputil.ReverseProxy`: `strings.Join(prior, ", ") + ", " + clientIP`.
+        ForwardedFor::Append if !sent.is_empty() => format!("{}, {peer}", sent.join(", ")),
+        _ => peer,
+    };
+    Forwarding {
+        forwarded_for: Some(forwarded_for),
+        drop_real_ip: mode == ForwardedFor::Replace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ForwardedFor::{Append, Replace};
+
+    /// (mode, lines the client sent, peer, X-Forwarded-For upstream, X-Real-Ip dropped)
+    type Row = (
+        ForwardedFor,
+        &'static [&'static str],
+        Option<IpAddr>,
+        Option<&'static str>,
+        bool,
+    );
+
+    #[test]
+    fn the_forwarding_headers_of_each_mode() {
+        let v4: Option<IpAddr> = Some("10.0.0.7".parse().unwrap());
+        let v6: Option<IpAddr> = Some("2001:db8::7".parse().unwrap());
+        let mapped: Option<IpAddr> = Some("::ffff:10.0.0.7".parse().unwrap());
+        let table: &[Row] = &[
+            (Append, &[], v4, Some("10.0.0.7"), false),
+            (Append, &["1.2.3.4"], v4, Some("1.2.3.4, 10.0.0.7"), false),
+            // Several lines: joined in order, as Go joins them.
+            (
+                Append,
+                &["1.2.3.4", "5.6.7.8, 9.9.9.9"],
+                v4,
+                Some("1.2.3.4, 5.6.7.8, 9.9.9.9, 10.0.0.7"),
+                false,
+            ),
+            // An empty line, as Go keeps it (kube-apiserver skips what is not an IP).
+            (Append, &[""], v4, Some(", 10.0.0.7"), false),
+            (Append, &[], v6, Some("2001:db8::7"), false),
+            // An IPv4 client on a dual-stack listener is written as IPv4.
+            (Append, &[], mapped, Some("10.0.0.7"), false),
+            (
+                Append,
+                &["1.2.3.4", "5.6.7.8"],
+                None,
+                Some("1.2.3.4, 5.6.7.8"),
+                false,
+            ),
+            (Append, &[], None, None, false),
+            (Replace, &[], v4, Some("10.0.0.7"), true),
+            (Replace, &["1.2.3.4", "5.6.7.8"], v4, Some("10.0.0.7"), true),
+            (Replace, &["1.2.3.4"], v6, Some("2001:db8::7"), true),
+            (Replace, &["1.2.3.4"], None, None, true),
+        ];
+        for &(mode, sent, peer, want, drop) in table {
+            let got = forwarding(mode, sent, peer);
+            assert_eq!(
+                got,
+                Forwarding {
+                    forwarded_for: want.map(String::from),
+                    drop_real_ip: drop,
+                },
+                "{mode:?} {sent:?} {peer:?}"
+            );
+        }
+    }
+}
