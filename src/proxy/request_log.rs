@@ -59,7 +59,6 @@ pub fn count_refusal(code: u16, origin: &str) {
 /// The request is over: give back what it held, count it, and write its line.
 pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     let m = metrics();
-    ex.admitted.take();
     if std::mem::take(&mut ex.watch_counted) {
         m.watch_streams_active.dec();
     }
@@ -121,6 +120,9 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
         ended,
         "request"
     );
+    // The admission slot goes last: the drain exits once none is held, and the
+    // request's line must be written by then.
+    ex.admitted.take();
 }
 
 /// The `code` label, the status in decimal, written into `buf` rather than a `String`
