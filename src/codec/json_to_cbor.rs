@@ -509,6 +509,15 @@ impl JsonToCbor {
         };
     }
 
+    /// Transcode the next input with `schema` (which fields are `[]byte`) instead of the
+    /// one it was made with: between inputs only, after [`Self::reset`] or before the
+    /// first [`Self::feed`], so a kept transcoder serves every kind.
+    pub fn set_schema(&mut self, schema: Schema) {
+        debug_assert_eq!(self.offset, 0, "set_schema between inputs only");
+        self.opts.schema = schema;
+        self.typed = matches!(schema, Schema::Typed(_));
+    }
+
     /// Scan strings at `level`, or at the best level this CPU has if that
     /// is lower: the output is the same at every level (tests compare them;
     /// `Scan::Portable` is the reference). Kept across [`Self::reset`].

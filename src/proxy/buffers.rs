@@ -15,6 +15,7 @@
 //! would take from the kernel again (about 150 page faults per LIST). A few are kept,
 //! reset, for the next response.
 
+use crate::codec::fields::Schema;
 use crate::codec::{CodecError, JsonToCbor, JsonToCborOptions, Transcoder};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
@@ -113,14 +114,29 @@ pub struct Transcoders {
 }
 
 impl Transcoders {
-    /// A transcoder with `opts`: a kept one, reset, if one has them.
+    /// A transcoder with `opts`: a kept one, reset, if one has them but for the schema,
+    /// which a kept one takes on (each kind with `[]byte` fields has its own; matching
+    /// on it would keep missing with more kinds in play than transcoders kept).
     pub fn take(self: &Arc<Self>, opts: JsonToCborOptions) -> PooledTranscoder {
+        let unschemed = |o: JsonToCborOptions| JsonToCborOptions {
+            schema: Schema::Unstructured,
+            ..o
+        };
         let kept = self.free.lock().ok().and_then(|mut free| {
-            let i = free.iter().position(|t| t.options() == opts)?;
+            let i = free
+                .iter()
+                .position(|t| unschemed(t.options()) == unschemed(opts))?;
             Some(free.swap_remove(i))
         });
+        let inner = match kept {
+            Some(mut t) => {
+                t.set_schema(opts.schema);
+                t
+            }
+            None => JsonToCbor::new(opts),
+        };
         PooledTranscoder {
-            inner: kept.unwrap_or_else(|| JsonToCbor::new(opts)),
+            inner,
             home: Arc::clone(self),
         }
     }
@@ -220,6 +236,31 @@ mod tests {
         drop(many);
         drop(w);
         assert_eq!(pool.kept(), MAX_KEPT_TRANSCODERS);
+    }
+
+    #[test]
+    fn a_kept_transcoder_takes_on_the_schema_asked_for() {
+        use crate::negotiate::byte_fields::CONFIGMAP;
+        let pool = Arc::new(Transcoders::default());
+        let plain = JsonToCborOptions::default();
+        let typed = JsonToCborOptions {
+            schema: Schema::Typed(CONFIGMAP),
+            ..plain
+        };
+        let cm = br#"{"kind":"ConfigMap","binaryData":{"b":"AAEC//4="}}"#;
+        let run = |opts: JsonToCborOptions| {
+            let mut t = pool.take(opts);
+            let mut out = Vec::new();
+            t.feed(cm, &mut out).unwrap();
+            t.finish(&mut out).unwrap();
+            out
+        };
+        // One transcoder serves both kinds in turn, each as a fresh one would.
+        for opts in [plain, typed, plain, typed] {
+            assert_eq!(run(opts), crate::codec::json_to_cbor(cm, opts).unwrap());
+            assert_eq!(pool.kept(), 1);
+        }
+        assert_ne!(run(plain), run(typed), "the schema changes the output (tag 22)");
     }
 
     #[test]
