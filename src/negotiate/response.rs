@@ -161,7 +161,7 @@ impl Plan {
 
     /// The request is a watch: a resource route (not a connect subresource) that is
     /// long-running, whichever mode planned it.
-    fn is_watch(&self) -> bool {
+    pub(crate) fn is_watch(&self) -> bool {
         self.long_running && matches!(&self.route, Route::Resource(r) if !r.is_connect())
     }
 
@@ -222,6 +222,35 @@ mod tests {
             content_type: ct,
             declared_len: Some(100),
             ..Default::default()
+        }
+    }
+
+    /// Only a watch is a watch (the drain ends it cleanly; a followed log, a proxied
+    /// download or an upgrade is long-running too, but not a watch).
+    #[test]
+    fn only_watches_are_watches() {
+        for (path, query, watch) in [
+            (CMS, Some("watch=true"), true),
+            ("/apis/apps/v1/deployments", Some("watch=1"), true),
+            (CMS, None, false),
+            (CM, None, false),
+            (
+                "/api/v1/namespaces/ns/pods/p/log",
+                Some("follow=true"),
+                false,
+            ),
+            ("/api/v1/namespaces/ns/pods/p/log", None, false),
+            ("/api/v1/namespaces/ns/pods/p/proxy/x", None, false),
+            (
+                "/api/v1/namespaces/ns/pods/p/exec",
+                Some("command=sh"),
+                false,
+            ),
+        ] {
+            for mode in [UpstreamMode::Legacy, UpstreamMode::Native] {
+                let p = plan(&req("GET", path, query, "application/json", None), mode);
+                assert_eq!(p.is_watch(), watch, "{path}?{query:?} in {mode:?}");
+            }
         }
     }
 

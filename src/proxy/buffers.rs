@@ -260,7 +260,11 @@ mod tests {
             assert_eq!(run(opts), crate::codec::json_to_cbor(cm, opts).unwrap());
             assert_eq!(pool.kept(), 1);
         }
-        assert_ne!(run(plain), run(typed), "the schema changes the output (tag 22)");
+        assert_ne!(
+            run(plain),
+            run(typed),
+            "the schema changes the output (tag 22)"
+        );
     }
 
     #[test]

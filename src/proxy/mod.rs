@@ -166,11 +166,13 @@ impl Gate {
         }
     }
 
-    /// A long-running response the drain ended (`ending`): its head is out, and it is a
-    /// stream with an end of its own (not an upgraded connection, which just closes).
+    /// A watch the drain ended (`ending`): its head is out, and a watch's stream has an
+    /// end of its own that clients take as "watch again". Not a log or proxy response
+    /// (long-running too), whose cut body must not be made to look complete, nor an
+    /// upgraded connection, which just closes.
     fn ended_by_drain(&self, session: &Session, ex: &Exchange) -> bool {
         self.admission.long_running_ending()
-            && ex.plan.as_ref().is_some_and(|p| p.long_running)
+            && ex.plan.as_ref().is_some_and(|p| p.is_watch())
             && ex.upgrade.is_none()
             && session.response_written().is_some()
     }
