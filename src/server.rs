@@ -190,7 +190,7 @@ fn watch_client_cas(reloader: &mut Reloader, cas: &Arc<ClientCas>, config: &Conf
 /// there), so the listener and the upstream connections are made with it: TLS 1.2
 /// suites kept by name (all when none is named), none at `VersionTLS13`; TLS 1.3's
 /// always, as in Go.
-fn install_tls_policy(config: &Config) {
+fn install_tls_policy(config: &Config) -> Result<(), ConfigError> {
     use rustls::SupportedCipherSuite::{Tls12, Tls13};
     let server = &config.server;
     let tls13_only = server.tls_min_version == "VersionTLS13";
@@ -207,8 +207,18 @@ fn install_tls_policy(config: &Config) {
                 && (named.is_empty() || named.contains(&format!("{:?}", s.suite()).as_str()))
         }
     });
-    if provider.install_default().is_err() {
-        tracing::warn!("the TLS policy could not be installed: a TLS provider was already in use");
+    let default_policy = !tls13_only && named.is_empty();
+    match provider.install_default() {
+        Ok(()) => Ok(()),
+        // Already installed (a second server in one process, as tests start): harmless
+        // for the default policy, which is what rustls' provider has.
+        Err(_) if default_policy => Ok(()),
+        Err(_) => Err(ConfigError(
+            "server.tls_min_version / server.tls_cipher_suites (--tls-min-version, \
+             --tls-cipher-suites): cannot apply them, a TLS provider is already in use in this \
+             process"
+                .into(),
+        )),
     }
 }
 
@@ -216,7 +226,7 @@ fn install_tls_policy(config: &Config) {
 /// whose message names the key or flag.
 pub fn build(config: Config) -> Result<Built, ConfigError> {
     config.validate()?;
-    install_tls_policy(&config);
+    install_tls_policy(&config)?;
     config.validate_client_certificates()?;
     let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.

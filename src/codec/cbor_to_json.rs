@@ -60,7 +60,7 @@ enum Dest {
     Time,
     Enc(Encoding),
     /// A map key tagged 21/22/23 on a byte string: its text form is the key, as
-    /// Kubernetes decodes such a key into a Go `string` (issue 20, item 12).
+    /// Kubernetes decodes such a key into a Go `string` (docs/wire.md §3).
     EncKey(Encoding),
     /// An untagged byte string in a `[]byte` field: base64 text, checked as Go decodes it
     /// and written as the JSON string it is (docs/wire.md §3).

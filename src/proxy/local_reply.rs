@@ -113,8 +113,8 @@ pub fn failure_of(e: &Error, answered: bool) -> Option<Failure> {
 
 /// What went wrong on the way to the upstream, in an operator's words (for `/readyz`
 /// and the log), from pingora's error type and its whole error text: never pingora's
-/// error chain, and never a Rust type name (rustls' `CaUsedAsEndEntity`, …). `what`
-/// completes "the upstream at ADDR …".
+/// error chain, and never a Rust type name (rustls' `CaUsedAsEndEntity`, …). The words
+/// complete "the upstream at ADDR …".
 pub fn upstream_failure_words(etype: &ErrorType, text: &str) -> String {
     use ErrorType::*;
     let has = |s: &str| text.contains(s);
@@ -122,6 +122,7 @@ pub fn upstream_failure_words(etype: &ErrorType, text: &str) -> String {
         ConnectRefused => "refused the connection".into(),
         ConnectTimedout => "did not accept a connection within upstream.connect_timeout_ms".into(),
         ConnectNoRoute => "cannot be reached (no route to it)".into(),
+        ConnectError | SocketError => "cannot be connected to".into(),
         TLSHandshakeTimedout => "did not finish the TLS handshake in time".into(),
         TLSHandshakeFailure | InvalidCert | HandshakeError => {
             let why = if has("CaUsedAsEndEntity") {

@@ -6,33 +6,10 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How often the suite looks again at a condition it waits for.
-pub const POLL: Duration = Duration::from_millis(200);
-
-/// Poll `f` until it gives a value; `None` once `within` has passed. The one
-/// place the suite waits: for a condition, never for a fixed time.
-pub fn poll<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Poll `cond` until it holds; fail naming `what` after `secs` seconds.
-pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
-    assert!(
-        poll(Duration::from_secs(secs), || cond().then_some(())).is_some(),
-        "not within {secs} s: {what}"
-    );
-}
+/// The one way the suites wait: for a condition, never for a fixed time.
+pub use crate::support::harness::{eventually, poll};
 
 /// A process the suite started.
 pub struct Proc {
