@@ -263,6 +263,35 @@ pub fn etcd(assets: &Assets, dir: &Path, name: &str) -> (Service, String) {
     (svc, url)
 }
 
+/// etcd and a CBOR-off kube-apiserver on it (prefix `/registry`), bound to loopback
+/// on a free port and advertising `advertise`: the suite's own, and the one of the
+/// kubeadm layout.
+pub fn etcd_and_apiserver(
+    assets: &Assets,
+    dir: &Path,
+    pki: &Pki,
+    advertise: &str,
+) -> (Service, String, Apiserver) {
+    let (etcd, etcd_url) = etcd(assets, dir, "etcd");
+    let port = free_port();
+    let api = Apiserver::start(
+        assets,
+        dir,
+        pki,
+        ApiserverOpts {
+            name: "kube-apiserver",
+            etcd: &etcd_url,
+            prefix: "/registry",
+            cbor: false,
+            bind: "127.0.0.1",
+            advertise,
+            port,
+            extra: vec![],
+        },
+    );
+    (etcd, etcd_url, api)
+}
+
 /// How a kube-apiserver is started.
 pub struct ApiserverOpts<'a> {
     pub name: &'a str,

@@ -9,8 +9,8 @@
 //! the suite's binary runs itself there, with its own etcd, apiserver and cborgate,
 //! and nothing leaves the namespace. Without `unshare` the case is skipped.
 
-use crate::cluster::{self, Apiserver, ApiserverOpts, Assets, Gate, Pki, NODE_IP};
-use crate::procs::{free_port, poll, Proc};
+use crate::cluster::{self, Assets, Gate, Pki, NODE_IP};
+use crate::procs::{poll, Proc};
 use crate::Suite;
 use std::path::PathBuf;
 use std::process::Command;
@@ -79,23 +79,8 @@ fn layout_in_namespace(dir: PathBuf) {
     ip(&["addr", "add", &format!("{NODE_IP}/32"), "dev", "lo"]);
     let assets = Assets::from_env().unwrap();
     let pki = Pki::new(&dir);
-    let (_etcd, etcd_url) = cluster::etcd(&assets, &dir, "etcd");
-    let port = free_port();
-    let api = Apiserver::start(
-        &assets,
-        &dir,
-        &pki,
-        ApiserverOpts {
-            name: "kube-apiserver",
-            etcd: &etcd_url,
-            prefix: "/registry",
-            cbor: false,
-            bind: "127.0.0.1",
-            advertise: NODE_IP,
-            port,
-            extra: vec![],
-        },
-    );
+    let (_etcd, _, api) = cluster::etcd_and_apiserver(&assets, &dir, &pki, NODE_IP);
+    let port: u16 = api.addr.rsplit_once(':').unwrap().1.parse().unwrap();
     let listen = format!("{NODE_IP}:{port}");
     let mut gate = Gate::start(&dir, "cborgate", &pki, &api.addr, "legacy", &listen, &[]);
     let admin = gate.client(&pki, &pki.admin);

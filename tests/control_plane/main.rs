@@ -67,23 +67,7 @@ pub struct Suite {
 impl Suite {
     fn start(assets: Assets, dir: PathBuf) -> Suite {
         let pki = Pki::new(&dir);
-        let (etcd, etcd_url) = cluster::etcd(&assets, &dir, "etcd");
-        let port = procs::free_port();
-        let api = Apiserver::start(
-            &assets,
-            &dir,
-            &pki,
-            ApiserverOpts {
-                name: "kube-apiserver",
-                etcd: &etcd_url,
-                prefix: "/registry",
-                cbor: false,
-                bind: "127.0.0.1",
-                advertise: "127.0.0.1",
-                port,
-                extra: vec![],
-            },
-        );
+        let (etcd, etcd_url, api) = cluster::etcd_and_apiserver(&assets, &dir, &pki, "127.0.0.1");
         let listen = format!("127.0.0.1:{}", procs::free_port());
         let gate = Gate::start(&dir, "cborgate", &pki, &api.addr, "legacy", &listen, &[]);
         let direct = api.admin(&pki);

@@ -100,25 +100,26 @@ fn common(s: &Suite, gate: &Gate, kc: &std::path::Path, ns: &str) {
     gc_custom_resources_via(&admin, ns, 120);
 }
 
-fn auto_off(s: &mut Suite) {
-    with_mode(s, "auto", false, &|s, gate, direct, kc| {
-        common(s, gate, kc, "cp-mode-auto-off");
-        cbor_scenario(s, gate, direct, "cp-mode-auto-off-cbor");
+/// `mode` in front of the CBOR-off or CBOR-on apiserver: what every mode must do,
+/// and the suite's CBOR client.
+fn with_cbor_client(s: &mut Suite, mode: &str, cbor: bool) {
+    let ns = format!("cp-mode-{mode}-{}", if cbor { "on" } else { "off" });
+    with_mode(s, mode, cbor, &|s, gate, direct, kc| {
+        common(s, gate, kc, &ns);
+        cbor_scenario(s, gate, direct, &format!("{ns}-cbor"));
     });
+}
+
+fn auto_off(s: &mut Suite) {
+    with_cbor_client(s, "auto", false);
 }
 
 fn auto_on(s: &mut Suite) {
-    with_mode(s, "auto", true, &|s, gate, direct, kc| {
-        common(s, gate, kc, "cp-mode-auto-on");
-        cbor_scenario(s, gate, direct, "cp-mode-auto-on-cbor");
-    });
+    with_cbor_client(s, "auto", true);
 }
 
 fn native_on(s: &mut Suite) {
-    with_mode(s, "native", true, &|s, gate, direct, kc| {
-        common(s, gate, kc, "cp-mode-native-on");
-        cbor_scenario(s, gate, direct, "cp-mode-native-on-cbor");
-    });
+    with_cbor_client(s, "native", true);
 }
 
 /// `upgrade`: JSON clients in, CBOR upstream. kubectl without the gates works as
