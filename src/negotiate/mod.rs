@@ -20,6 +20,8 @@
 //! - [`identity`]: who the request is (client certificate, trusted front proxy, nobody)
 //!   and which identity headers are removed from or added to the upstream request.
 //! - [`forwarded`]: the `X-Forwarded-For` line upstream (append the client, or replace).
+//! - [`upstream_cbor`]: upgrade mode: whether an answer shows the upstream refuses CBOR
+//!   (or speaks it), for `/readyz`.
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
@@ -36,6 +38,7 @@ pub mod plan;
 pub mod pool;
 pub mod response;
 pub mod route;
+pub mod upstream_cbor;
 
 pub use auto::{CapabilityKey, Learned};
 pub use local::{Failure, RequestLimits};
@@ -45,3 +48,4 @@ pub use plan::{
 };
 pub use response::{OnResponse, ResponseHead};
 pub use route::{ResourceRoute, Route};
+pub use upstream_cbor::CborSupport;

@@ -52,7 +52,7 @@ pub struct OnResponse {
 }
 
 /// The media type of a `Content-Type` value: parameters cut, trimmed.
-fn media_type(content_type: Option<&str>) -> &str {
+pub(super) fn media_type(content_type: Option<&str>) -> &str {
     content_type
         .unwrap_or("")
         .split(';')
@@ -61,7 +61,7 @@ fn media_type(content_type: Option<&str>) -> &str {
         .trim()
 }
 
-fn is_cbor(media: &str) -> bool {
+pub(super) fn is_cbor(media: &str) -> bool {
     media.eq_ignore_ascii_case("application/cbor")
         || media.eq_ignore_ascii_case("application/cbor-seq")
 }

@@ -405,6 +405,9 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         let decision = ex.decide_response(resp);
+        if let Some(support) = ex.cbor_support(resp) {
+            self.upstream.readiness.record_cbor(support);
+        }
         if let (Some(learned), Some(key)) = (
             decision.and_then(|d| d.learned),
             ex.plan.as_ref().and_then(|p| p.capability_key()),

@@ -16,7 +16,8 @@ use crate::negotiate::identity::Identity;
 use crate::negotiate::local::Reply;
 use crate::negotiate::pool::Pool;
 use crate::negotiate::{
-    BodyAction, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction, ResponseHead,
+    BodyAction, CborSupport, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction,
+    ResponseHead,
 };
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -124,6 +125,16 @@ fn single_content_length(req: &mut RequestHeader) -> Result<()> {
 
 fn header<'a>(resp: &'a ResponseHeader, name: &str) -> Option<&'a str> {
     resp.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// What decisions need of the upstream's response head.
+fn response_head(resp: &ResponseHeader) -> ResponseHead<'_> {
+    ResponseHead {
+        status: resp.status.as_u16(),
+        content_type: header(resp, "content-type"),
+        content_encoding: header(resp, "content-encoding"),
+        content_length: header(resp, "content-length").and_then(|v| v.trim().parse().ok()),
+    }
 }
 
 impl Default for Exchange {
@@ -351,16 +362,16 @@ impl Exchange {
     /// Decide what to do with the upstream's response head, and remember it.
     pub fn decide_response(&mut self, resp: &ResponseHeader) -> Option<OnResponse> {
         let p = self.plan.as_ref()?;
-        let head = ResponseHead {
-            status: resp.status.as_u16(),
-            content_type: header(resp, "content-type"),
-            content_encoding: header(resp, "content-encoding"),
-            content_length: header(resp, "content-length").and_then(|v| v.trim().parse().ok()),
-        };
-        let decision = p.on_response(head, self.replay);
+        let decision = p.on_response(response_head(resp), self.replay);
         self.response = Some(decision);
         self.format = Some(decision.format);
         Some(decision)
+    }
+
+    /// Upgrade mode: whether the upstream's response head shows it refuses (or speaks)
+    /// CBOR, for `/readyz` ([`Plan::cbor_support`]).
+    pub fn cbor_support(&self, resp: &ResponseHeader) -> Option<CborSupport> {
+        self.plan.as_ref()?.cbor_support(response_head(resp))
     }
 
     /// Relabel the response head as decided and get the body's codec ready.

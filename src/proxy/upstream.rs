@@ -7,6 +7,7 @@ use super::local_reply::upstream_failure_words;
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
 use crate::negotiate::pool::Pool;
+use crate::negotiate::CborSupport;
 use crate::reload::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
@@ -174,33 +175,92 @@ impl Resolver {
     }
 }
 
-/// Whether the upstream answered the last readiness probe, and why not.
+/// Whether the upstream answered the last readiness probe, and why not; in upgrade mode
+/// also whether its answers show it refuses CBOR ([`CborSupport`]), which the probe cannot
+/// tell (docs/wire.md §5, `upgrade`).
 #[derive(Debug)]
 pub struct Readiness {
-    ready: AtomicBool,
-    why: Mutex<String>,
+    /// The upstream refuses CBOR: a fast check for the requests that find it speaks
+    /// CBOR again, which then take the lock.
+    refuses_cbor: AtomicBool,
+    state: Mutex<ReadinessState>,
+}
+
+#[derive(Debug)]
+struct ReadinessState {
+    probe_ready: bool,
+    probe_why: String,
+    /// Why the upstream's answers say it cannot speak CBOR.
+    refuses_cbor: Option<String>,
+}
+
+impl ReadinessState {
+    fn ready(&self) -> bool {
+        self.probe_ready && self.refuses_cbor.is_none()
+    }
 }
 
 impl Default for Readiness {
     fn default() -> Self {
         Readiness {
-            ready: AtomicBool::new(false),
-            why: Mutex::new("the upstream has not been probed yet".into()),
+            refuses_cbor: AtomicBool::new(false),
+            state: Mutex::new(ReadinessState {
+                probe_ready: false,
+                probe_why: "the upstream has not been probed yet".into(),
+                refuses_cbor: None,
+            }),
         }
     }
 }
 
 impl Readiness {
-    pub fn set(&self, ready: bool, why: String) {
-        self.ready.store(ready, Ordering::Release);
-        metrics().upstream_ready.set(i64::from(ready));
-        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    fn state(&self) -> std::sync::MutexGuard<'_, ReadinessState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `(ready, reason)`.
+    /// The readiness probe's answer. Returns whether the probe's own verdict changed.
+    pub fn set(&self, ready: bool, why: String) -> bool {
+        let mut s = self.state();
+        let changed = s.probe_ready != ready;
+        s.probe_ready = ready;
+        s.probe_why = why;
+        metrics().upstream_ready.set(i64::from(s.ready()));
+        changed
+    }
+
+    /// What an answer in upgrade mode showed about the upstream's CBOR. The first
+    /// refusal is logged once (not once per request); so is the first CBOR answer after it.
+    pub fn record_cbor(&self, support: CborSupport) {
+        let refused = matches!(support, CborSupport::Refused(_));
+        if self.refuses_cbor.load(Ordering::Acquire) == refused {
+            return;
+        }
+        let mut s = self.state();
+        match support {
+            CborSupport::Refused(why) if s.refuses_cbor.is_none() => {
+                tracing::warn!(reason = %why, "upstream not ready");
+                s.refuses_cbor = Some(why);
+            }
+            CborSupport::Speaks if s.refuses_cbor.is_some() => {
+                tracing::info!(
+                    reason = "the upstream answered a CBOR request with CBOR",
+                    "upstream ready"
+                );
+                s.refuses_cbor = None;
+            }
+            _ => {}
+        }
+        self.refuses_cbor
+            .store(s.refuses_cbor.is_some(), Ordering::Release);
+        metrics().upstream_ready.set(i64::from(s.ready()));
+    }
+
+    /// `(ready, reason)`: the upstream's refusal of CBOR comes first, as the probe
+    /// goes on answering 200 meanwhile.
     pub fn get(&self) -> (bool, String) {
-        let why = self.why.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        (self.ready.load(Ordering::Acquire), why)
+        let s = self.state();
+        let why = s.refuses_cbor.as_ref().unwrap_or(&s.probe_why).clone();
+        (s.ready(), why)
     }
 }
 
@@ -411,15 +471,14 @@ impl pingora::services::background::BackgroundService for ReadinessProbe {
         let connector = pingora::connectors::http::Connector::new(None);
         loop {
             let (ready, why) = self.0.probe(&connector).await;
-            let (was, _) = self.0.readiness.get();
-            if was != ready {
+            let words = why.clone();
+            if self.0.readiness.set(ready, why) {
                 if ready {
-                    tracing::info!(reason = %why, "upstream ready");
+                    tracing::info!(reason = %words, "upstream ready");
                 } else {
-                    tracing::warn!(reason = %why, "upstream not ready");
+                    tracing::warn!(reason = %words, "upstream not ready");
                 }
             }
-            self.0.readiness.set(ready, why);
             tokio::select! {
                 _ = tokio::time::sleep(PROBE_INTERVAL) => {}
                 _ = shutdown.changed() => return,
@@ -432,6 +491,29 @@ impl pingora::services::background::BackgroundService for ReadinessProbe {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+
+    /// The probe's verdict and upgrade mode's CBOR verdict together: a refusal makes
+    /// cborgate not ready whatever the probe says, until a CBOR answer clears it.
+    #[test]
+    fn readiness_combines_the_probe_and_cbor_refusal() {
+        let r = Readiness::default();
+        assert!(!r.get().0);
+        assert!(r.set(true, "probe ok".into()));
+        assert!(!r.set(true, "probe ok".into()));
+        assert_eq!(r.get(), (true, "probe ok".into()));
+        r.record_cbor(CborSupport::Speaks);
+        assert_eq!(r.get(), (true, "probe ok".into()));
+        r.record_cbor(CborSupport::Refused("first".into()));
+        r.record_cbor(CborSupport::Refused("second".into()));
+        assert_eq!(r.get(), (false, "first".into()));
+        // The probe still answers 200: not ready, and the probe's own verdict unchanged.
+        assert!(!r.set(true, "probe ok".into()));
+        assert_eq!(r.get(), (false, "first".into()));
+        r.record_cbor(CborSupport::Speaks);
+        assert_eq!(r.get(), (true, "probe ok".into()));
+        assert!(r.set(false, "probe failed".into()));
+        assert_eq!(r.get(), (false, "probe failed".into()));
+    }
 
     /// A lookup that fails until `ok` is set, counting its calls.
     fn fake(ok: Arc<Mutex<Option<SocketAddr>>>, calls: Arc<AtomicUsize>) -> Lookup {

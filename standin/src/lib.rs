@@ -181,6 +181,12 @@ impl StandIn {
             .collect()
     }
 
+    /// How many requests arrived so far, cborgate's readiness probes included (which
+    /// [`StandIn::requests`] leaves out): a test waits on it for the next probe.
+    pub fn requests_seen(&self) -> u64 {
+        self.shared.next_request.load(Ordering::Relaxed) - 1
+    }
+
     /// Forgets the recorded requests.
     pub fn clear_requests(&self) {
         lock(&self.shared.requests).clear();

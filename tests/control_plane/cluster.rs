@@ -509,13 +509,7 @@ impl Gate {
 
     /// The admin listener's `/metrics` text.
     pub fn metrics(&self) -> String {
-        let r = cborgate_standin::client::once(
-            self.admin.parse().unwrap(),
-            "GET",
-            "/metrics",
-            &[],
-            None,
-        );
+        let r = self.admin_get("/metrics");
         assert_eq!(r.status, 200);
         r.text()
     }
@@ -530,6 +524,17 @@ impl Gate {
         let mut out = String::new();
         c.read_to_string(&mut out).ok()?;
         out.get(9..12)?.parse().ok()
+    }
+
+    /// The admin listener's `/readyz`: its status and body.
+    pub fn readyz_text(&self) -> (u16, String) {
+        let r = self.admin_get("/readyz");
+        (r.status, r.text())
+    }
+
+    /// `GET path` on the admin listener.
+    fn admin_get(&self, path: &str) -> cborgate_standin::client::Resp {
+        cborgate_standin::client::once(self.admin.parse().unwrap(), "GET", path, &[], None)
     }
 
     /// Sum of the samples of `name` whose labels contain every `filter` pair.

@@ -4,21 +4,26 @@
 //! CBOR client where the mode gives CBOR clients CBOR:
 //! - `auto` in front of the CBOR-off apiserver and of the CBOR-on one;
 //! - `native` in front of the CBOR-on apiserver;
-//! - `upgrade`, with JSON kubectl, in front of the CBOR-on apiserver.
+//! - `upgrade`, with JSON kubectl, in front of the CBOR-on apiserver (ready throughout),
+//!   and in front of the CBOR-off one (not ready from its first 406).
 //!
 //! (`legacy` in front of the CBOR-off apiserver is the suite's own cborgate.)
 
 use crate::cluster::{self, controller_manager, kubectl, Gate};
 use crate::controllers::{gc_custom_resources_via, namespace, widget_crd};
 use crate::http::Client;
-use crate::procs::free_port;
+use crate::procs::{eventually, free_port};
 use crate::Suite;
 
-pub const CASES: [crate::Case; 4] = [
+pub const CASES: [crate::Case; 5] = [
     ("mode_auto_in_front_of_cbor_off", auto_off),
     ("mode_auto_in_front_of_cbor_on", auto_on),
     ("mode_native_in_front_of_cbor_on", native_on),
     ("mode_upgrade_json_kubectl_in_front_of_cbor_on", upgrade_on),
+    (
+        "mode_upgrade_in_front_of_cbor_off_is_not_ready",
+        upgrade_off,
+    ),
 ];
 
 /// cborgate in `mode` in front of the CBOR-off (`cbor == false`) or CBOR-on
@@ -183,6 +188,8 @@ fn upgrade_on(s: &mut Suite) {
             .map(|(_, v)| v)
             .sum::<f64>();
         assert!(json_in > 0.0, "no JSON request body came through");
+        // The CBOR-on apiserver answered what cborgate made CBOR in CBOR: still ready.
+        assert_eq!(gate.readyz_text(), (200, "ok".to_string()));
     });
 }
 
@@ -191,4 +198,47 @@ fn cbor_scenario(s: &Suite, gate: &Gate, direct: &Client, ns: &str) {
     let c = gate.client(&s.pki, &s.pki.admin);
     namespace(&c, ns);
     crate::cbor_client::configmap_scenario(&c, direct, ns);
+}
+
+/// `upgrade` in front of the CBOR-off apiserver: its `/readyz` answers cborgate's probe
+/// with 200 as the CBOR-on one does, but it refuses every request cborgate makes CBOR
+/// (406). The client gets that 406 as it came; from then on cborgate's `/readyz` is 503
+/// with the reason, and `cborgate_upstream_ready` 0.
+fn upgrade_off(s: &mut Suite) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut gate = Gate::start(
+        &s.dir,
+        "cborgate-upgrade-off",
+        &s.pki,
+        &s.api.addr,
+        "upgrade",
+        &listen,
+        &[],
+    );
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        eventually(30, "cborgate /readyz 200 from the probe", || {
+            gate.readyz() == Some(200)
+        });
+        let admin = gate.client(&s.pki, &s.pki.admin);
+        let path = "/api/v1/namespaces/default/configmaps";
+        for _ in 0..2 {
+            let r = admin.request("GET", path, &[("Accept", "application/json")], None);
+            assert_eq!(r.status, 406, "{}", r.text());
+        }
+        assert_eq!(
+            gate.readyz_text(),
+            (
+                503,
+                "the upstream refuses CBOR (406 to LIST configmaps); --mode upgrade needs \
+                 an apiserver with CBORServingAndStorage=true\n"
+                    .to_string()
+            )
+        );
+        assert_eq!(gate.metric("cborgate_upstream_ready", &[]), 0.0);
+    }));
+    gate.svc.check_alive();
+    gate.svc.stop();
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
 }

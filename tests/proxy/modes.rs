@@ -385,3 +385,57 @@ fn native_mode_counts_the_events_of_a_cbor_watch_it_passes_through() {
     // Nothing was transcoded to count them.
     assert_eq!(h.metric("cborgate_codec_duration_seconds_count", &[]), 0.0);
 }
+
+/// `/readyz` on the admin listener: (status, body).
+fn readyz(h: &Harness) -> (u16, String) {
+    let r = crate::support::http::once(h.admin, "GET", "/readyz", &[], None);
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// Upgrade mode in front of a JSON-only upstream: the probe's `/readyz` answers 200 there as
+/// on a CBOR-enabled one (so does a real kube-apiserver 1.36.2's, anonymous or not), but
+/// every request cborgate makes CBOR gets 406. The first such answer turns cborgate's
+/// `/readyz` 503 with the reason; the client's 406 is unchanged.
+#[test]
+fn upgrade_in_front_of_a_json_only_upstream_is_not_ready() {
+    let h = Harness::start_with("upgrade", &[], upstream("legacy"));
+    crate::support::harness::eventually(10, "/readyz 200 from the probe", || readyz(&h).0 == 200);
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 1.0);
+    let r =
+        crate::support::http::once(h.proxy, "GET", CMS, &[("Accept", "application/json")], None);
+    assert_eq!(r.status, 406, "{}", String::from_utf8_lossy(&r.body));
+    // Recorded before the client had its answer: no waiting needed.
+    let (status, body) = readyz(&h);
+    assert_eq!(status, 503);
+    assert_eq!(
+        body,
+        "the upstream refuses CBOR (406 to LIST configmaps); --mode upgrade needs an \
+         apiserver with CBORServingAndStorage=true\n"
+    );
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
+    let r =
+        crate::support::http::once(h.proxy, "GET", CMS, &[("Accept", "application/json")], None);
+    assert_eq!(r.status, 406);
+    assert_eq!(readyz(&h).1, body);
+    // The probe goes on answering 200: it does not make cborgate ready again (the second
+    // probe from now is sent after the first one's answer was recorded).
+    let seen = h.standin().requests_seen();
+    crate::support::harness::eventually(10, "two more readiness probes", || {
+        h.standin().requests_seen() > seen + 1
+    });
+    assert_eq!(readyz(&h).0, 503);
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
+}
+
+/// Upgrade mode in front of a CBOR-enabled upstream stays ready: its answers are CBOR.
+#[test]
+fn upgrade_in_front_of_a_cbor_enabled_upstream_stays_ready() {
+    let h = Harness::start_with("upgrade", &[], upstream("cbor"));
+    crate::support::harness::eventually(10, "/readyz 200 from the probe", || readyz(&h).0 == 200);
+    let r =
+        crate::support::http::once(h.proxy, "GET", CMS, &[("Accept", "application/json")], None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(readyz(&h), (200, "ok".into()));
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 1.0);
+}
