@@ -70,6 +70,20 @@ SERVE_FLAGS = {
     "--client-ca-file": True, "--requestheader-client-ca-file": True,
     "--requestheader-allowed-names": True, "--requestheader-username-headers": True,
     "--requestheader-group-headers": True, "--requestheader-extra-headers-prefix": True,
+    "--forwarded-for": True, "--tls-min-version": True, "--tls-cipher-suites": True,
+    "--shutdown-delay-seconds": True, "--grace-period-seconds": True,
+    "--threads": True, "--idle-timeout-seconds": True, "--request-read-timeout-seconds": True,
+    "--request-head-timeout-seconds": True, "--max-connections": True,
+    "--http2-max-streams": True, "--max-header-bytes": True, "--max-requests-inflight": True,
+    "--max-long-running-requests": True, "--max-buffered-body-bytes": True,
+    "--upstream-connect-timeout-ms": True, "--upstream-response-header-timeout-seconds": True,
+    "--upstream-max-request-body-bytes": True, "--upstream-capability-ttl-seconds": True,
+    "--upstream-http2": True, "--upstream-http2-max-streams": True,
+    "--codec-window-bytes": True, "--codec-strings": True, "--codec-max-depth": True,
+    "--codec-max-string-bytes": True, "--codec-max-request-body-bytes": True,
+    "--log-level": True, "--log-format": True,
+    # Booleans: `--flag` alone is true; a value only as `--flag=true|false`.
+    "--compress-responses": False, "--upstream-insecure-skip-verify": False,
 }
 MODES = {"auto", "legacy", "native", "upgrade"}
 
@@ -626,7 +640,11 @@ def check_cborgate_container(where: str, c: dict, problems: Problems) -> None:
             problems.add(where, f"flag {flag!r} is not one deploy/ may use ({', '.join(SERVE_FLAGS)})")
             i += 1 if eq or i + 1 >= len(args) or str(args[i + 1]).startswith("--") else 2
             continue
-        if not eq:
+        if not SERVE_FLAGS[flag]:
+            if eq and val not in ("true", "false"):
+                problems.add(where, f"{flag} takes =true or =false, not {val!r}")
+            val = val if eq else "true"
+        elif not eq:
             if i + 1 >= len(args) or str(args[i + 1]).startswith("--"):
                 problems.add(where, f"{flag} needs a value")
                 i += 1

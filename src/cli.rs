@@ -104,6 +104,95 @@ pub struct ServeArgs {
     /// (server.grace_period_seconds) [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub grace_period_seconds: Option<u64>,
+    /// Worker threads serving the proxy listener (server.threads) [default: 2].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Seconds an idle keep-alive client connection is kept between requests; 0 = no
+    /// limit (server.idle_timeout_seconds) [default: 90].
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout_seconds: Option<u64>,
+    /// Longest pause while a client sends its first request head or a request body
+    /// (server.request_read_timeout_seconds) [default: 60].
+    #[arg(long, value_name = "SECONDS")]
+    pub request_read_timeout_seconds: Option<u64>,
+    /// Longest time a whole request head may take to arrive, Go's ReadHeaderTimeout
+    /// (server.request_head_timeout_seconds) [default: 32].
+    #[arg(long, value_name = "SECONDS")]
+    pub request_head_timeout_seconds: Option<u64>,
+    /// Client connections open at once; 0 = what the open-file limit allows
+    /// (server.max_connections) [default: 0].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Requests and watches one HTTP/2 client connection may have open at once
+    /// (server.http2_max_streams) [default: 250].
+    #[arg(long, value_name = "N")]
+    pub http2_max_streams: Option<u32>,
+    /// Largest request head accepted, bytes; 431 beyond (server.max_header_bytes)
+    /// [default: 1048575].
+    #[arg(long, value_name = "BYTES")]
+    pub max_header_bytes: Option<usize>,
+    /// Short requests served at once; 429 beyond, 0 = no limit
+    /// (server.max_requests_inflight) [default: 400].
+    #[arg(long, value_name = "N")]
+    pub max_requests_inflight: Option<usize>,
+    /// Long-running requests (watches, exec, followed logs) open at once; 429 beyond,
+    /// 0 = no limit (server.max_long_running_requests) [default: 0].
+    #[arg(long, value_name = "N")]
+    pub max_long_running_requests: Option<usize>,
+    /// Gzip large transcoded CBOR answers for clients that accept gzip
+    /// (server.compress_responses) [default: true]. `--compress-responses=false` turns
+    /// it off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub compress_responses: Option<bool>,
+    /// Request body bytes held in memory at once over all requests; 429 beyond, 0 = no
+    /// limit (server.max_buffered_body_bytes) [default: 134217728].
+    #[arg(long, value_name = "BYTES")]
+    pub max_buffered_body_bytes: Option<u64>,
+    /// Milliseconds allowed to connect to the upstream, then 503
+    /// (upstream.connect_timeout_ms) [default: 5000].
+    #[arg(long, value_name = "MS")]
+    pub upstream_connect_timeout_ms: Option<u64>,
+    /// Seconds the upstream may take to send response headers on short requests, then
+    /// 504 (upstream.response_header_timeout_seconds) [default: 60].
+    #[arg(long, value_name = "SECONDS")]
+    pub upstream_response_header_timeout_seconds: Option<u64>,
+    /// Largest request body sent upstream after transcoding, bytes; 413 beyond
+    /// (upstream.max_request_body_bytes) [default: 3145728].
+    #[arg(long, value_name = "BYTES")]
+    pub upstream_max_request_body_bytes: Option<u64>,
+    /// auto mode: seconds what was learned about a (verb, group, resource) holds
+    /// (upstream.capability_ttl_seconds) [default: 600].
+    #[arg(long, value_name = "SECONDS")]
+    pub upstream_capability_ttl_seconds: Option<u64>,
+    /// HTTP/2 to a TLS upstream that offers it by ALPN, or HTTP/1.1 only
+    /// (upstream.http2) [default: auto].
+    #[arg(long, value_name = "auto|off", value_parser = ["auto", "off"])]
+    pub upstream_http2: Option<String>,
+    /// Most requests and watches on one HTTP/2 upstream connection
+    /// (upstream.http2_max_streams) [default: 250].
+    #[arg(long, value_name = "N")]
+    pub upstream_http2_max_streams: Option<usize>,
+    /// Streaming window, bytes: larger bodies stream with indefinite lengths
+    /// (codec.window_bytes) [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub codec_window_bytes: Option<usize>,
+    /// CBOR strings written as byte strings (as kube-apiserver writes) or text strings
+    /// (codec.strings) [default: bytes].
+    #[arg(long, value_name = "bytes|text", value_parser = ["bytes", "text"])]
+    pub codec_strings: Option<String>,
+    /// Maximum nesting of arrays, maps and tags in a body; 400 beyond (codec.max_depth)
+    /// [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub codec_max_depth: Option<usize>,
+    /// Maximum length of one string in a body, bytes; 400 beyond
+    /// (codec.max_string_bytes) [default: 67108864].
+    #[arg(long, value_name = "BYTES")]
+    pub codec_max_string_bytes: Option<u64>,
+    /// Maximum CBOR request body transcoded, bytes; 413 beyond
+    /// (codec.max_request_body_bytes) [default: 3145728].
+    #[arg(long, value_name = "BYTES")]
+    pub codec_max_request_body_bytes: Option<usize>,
     /// Log format (log.format) [default: text].
     #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
@@ -192,6 +281,62 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     if let Some(v) = args.grace_period_seconds {
         c.server.grace_period_seconds = v;
     }
+    {
+        let s = &mut c.server;
+        put(&mut s.threads, args.threads);
+        put(&mut s.idle_timeout_seconds, args.idle_timeout_seconds);
+        put(
+            &mut s.request_read_timeout_seconds,
+            args.request_read_timeout_seconds,
+        );
+        put(
+            &mut s.request_head_timeout_seconds,
+            args.request_head_timeout_seconds,
+        );
+        put(&mut s.max_connections, args.max_connections);
+        put(&mut s.http2_max_streams, args.http2_max_streams);
+        put(&mut s.max_header_bytes, args.max_header_bytes);
+        put(&mut s.max_requests_inflight, args.max_requests_inflight);
+        put(
+            &mut s.max_long_running_requests,
+            args.max_long_running_requests,
+        );
+        put(&mut s.compress_responses, args.compress_responses);
+        put(&mut s.max_buffered_body_bytes, args.max_buffered_body_bytes);
+    }
+    {
+        let u = &mut c.upstream;
+        put(&mut u.connect_timeout_ms, args.upstream_connect_timeout_ms);
+        put(
+            &mut u.response_header_timeout_seconds,
+            args.upstream_response_header_timeout_seconds,
+        );
+        put(
+            &mut u.max_request_body_bytes,
+            args.upstream_max_request_body_bytes,
+        );
+        put(
+            &mut u.capability_ttl_seconds,
+            args.upstream_capability_ttl_seconds,
+        );
+        put(&mut u.http2_max_streams, args.upstream_http2_max_streams);
+        if let Some(h) = &args.upstream_http2 {
+            u.http2 = h
+                .parse()
+                .map_err(|e| ConfigError(format!("upstream.http2 (--upstream-http2): {e}")))?;
+        }
+    }
+    {
+        let k = &mut c.codec;
+        put(&mut k.window_bytes, args.codec_window_bytes);
+        put(&mut k.max_depth, args.codec_max_depth);
+        put(&mut k.max_string_bytes, args.codec_max_string_bytes);
+        put(
+            &mut k.max_request_body_bytes,
+            args.codec_max_request_body_bytes,
+        );
+    }
+    set(&mut c.codec.strings, &args.codec_strings);
     c.validate()?;
     c.validate_client_certificates()?;
     if c.upstream.url.is_empty() {
@@ -201,6 +346,13 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         ));
     }
     Ok(c)
+}
+
+/// A flag's value over the file's (or the default).
+fn put<T>(dst: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *dst = v;
+    }
 }
 
 pub fn run(cmd: ProxyCommand) -> ExitCode {
@@ -270,6 +422,227 @@ mod tests {
             ..args(None)
         })
         .unwrap_err();
-        assert!(e.0.starts_with("server.grace_period_seconds: 3601 "), "{e}");
+        assert!(
+            e.0.starts_with("server.grace_period_seconds (--grace-period-seconds): 3601 "),
+            "{e}"
+        );
+    }
+
+    /// Two valid values for each key that is not a number or a boolean: the file's, then
+    /// the flag's. Numbers and booleans get theirs from the default.
+    const TEXT_VALUES: [(&str, &str, &str); 22] = [
+        ("server.listen", "\"127.0.0.1:18080\"", "127.0.0.1:18081"),
+        ("server.admin", "\"127.0.0.1:19464\"", "127.0.0.1:19465"),
+        ("server.tls_cert", "\"a.crt\"", "b.crt"),
+        ("server.tls_key", "\"a.key\"", "b.key"),
+        ("server.client_ca_file", "\"a-ca.crt\"", "b-ca.crt"),
+        (
+            "server.requestheader_client_ca_file",
+            "\"a-fp.crt\"",
+            "b-fp.crt",
+        ),
+        ("server.requestheader_allowed_names", "[\"a\"]", "b,c"),
+        (
+            "server.requestheader_username_headers",
+            "[\"X-A\"]",
+            "X-B,X-C",
+        ),
+        ("server.requestheader_group_headers", "[\"X-A-G\"]", "X-B-G"),
+        (
+            "server.requestheader_extra_headers_prefix",
+            "[\"X-A-\"]",
+            "X-B-",
+        ),
+        ("server.forwarded_for", "\"replace\"", "append"),
+        ("server.tls_min_version", "\"VersionTLS13\"", "VersionTLS12"),
+        (
+            "server.tls_cipher_suites",
+            "[\"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"]",
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        ),
+        ("upstream.url", "\"https://a:1\"", "https://b:2"),
+        ("upstream.mode", "\"legacy\"", "native"),
+        ("upstream.ca_file", "\"a-up.crt\"", "b-up.crt"),
+        ("upstream.client_cert", "\"a-cl.crt\"", "b-cl.crt"),
+        ("upstream.client_key", "\"a-cl.key\"", "b-cl.key"),
+        ("upstream.http2", "\"off\"", "auto"),
+        ("codec.strings", "\"text\"", "bytes"),
+        ("log.level", "\"debug\"", "warn"),
+        ("log.format", "\"json\"", "text"),
+    ];
+
+    /// Every key of config.toml, as `section.key`, with its default value.
+    fn documented_keys() -> Vec<(String, toml::Value)> {
+        let text = std::fs::read_to_string(crate::config::default_file()).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        let mut keys = Vec::new();
+        for (section, inner) in doc {
+            for (k, v) in inner.as_table().unwrap() {
+                keys.push((format!("{section}.{k}"), v.clone()));
+            }
+        }
+        keys
+    }
+
+    /// The file's value and the flag's for one key (see [`TEXT_VALUES`]).
+    fn two_values(key: &str, default: &toml::Value) -> (toml::Value, String) {
+        match default {
+            toml::Value::Integer(d) => {
+                let (a, b) = if *d >= 10 {
+                    (d - 1, d - 2)
+                } else {
+                    (d + 1, d + 2)
+                };
+                (toml::Value::Integer(a), b.to_string())
+            }
+            toml::Value::Boolean(d) => (toml::Value::Boolean(!d), d.to_string()),
+            _ => {
+                let (_, a, b) = TEXT_VALUES
+                    .iter()
+                    .find(|(k, _, _)| *k == key)
+                    .unwrap_or_else(|| panic!("{key}: give it two values in TEXT_VALUES"));
+                let a: toml::Table = format!("v = {a}").parse().unwrap();
+                (a["v"].clone(), b.to_string())
+            }
+        }
+    }
+
+    fn serve_args(argv: &[String]) -> Result<ServeArgs, clap::Error> {
+        use clap::FromArgMatches;
+        let m = ServeArgs::augment_args(clap::Command::new("serve")).try_get_matches_from(
+            std::iter::once("serve".to_string()).chain(argv.iter().cloned()),
+        )?;
+        ServeArgs::from_arg_matches(&m)
+    }
+
+    #[test]
+    fn every_key_has_a_flag_and_every_flag_a_key() {
+        let cmd = ServeArgs::augment_args(clap::Command::new("serve"));
+        let mut flags: Vec<String> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| *l != "config")
+            .map(|l| format!("--{l}"))
+            .collect();
+        flags.sort();
+        let mut from_keys: Vec<String> = documented_keys()
+            .iter()
+            .map(|(k, _)| crate::config::flag_for(k))
+            .collect();
+        from_keys.sort();
+        let missing: Vec<_> = from_keys.iter().filter(|f| !flags.contains(f)).collect();
+        assert!(
+            missing.is_empty(),
+            "config.toml keys with no flag: {missing:?}"
+        );
+        assert_eq!(flags, from_keys, "a flag that sets no config.toml key");
+        // Each flag's help names the key it sets.
+        for a in cmd.get_arguments().filter(|a| a.get_id() != "config") {
+            let key = documented_keys()
+                .into_iter()
+                .map(|(k, _)| k)
+                .find(|k| crate::config::flag_for(k) == format!("--{}", a.get_long().unwrap()))
+                .unwrap();
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(
+                help.contains(&format!("({key}")),
+                "--{}: help does not name {key}",
+                a.get_id()
+            );
+        }
+    }
+
+    #[test]
+    fn every_flag_overrides_the_file() {
+        let dir = std::env::temp_dir().join(format!("cborgate-flags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("all.toml");
+        let mut doc = toml::Table::new();
+        let mut argv = vec!["--config".to_string(), file.display().to_string()];
+        let keys = documented_keys();
+        for (key, default) in &keys {
+            let (section, k) = key.split_once('.').unwrap();
+            let (in_file, in_flag) = two_values(key, default);
+            doc.entry(section)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .unwrap()
+                .insert(k.to_string(), in_file);
+            argv.push(format!("{}={in_flag}", crate::config::flag_for(key)));
+        }
+        std::fs::write(&file, toml::to_string(&doc).unwrap()).unwrap();
+        // The file alone is valid, and sets every key away from its default.
+        let from_file = crate::config::Config::from_file(&file).unwrap();
+        let from_file = toml::Table::try_from(&from_file).unwrap();
+        let c = load(&serve_args(&argv).unwrap()).unwrap();
+        let merged = toml::Table::try_from(&c).unwrap();
+        for (key, default) in &keys {
+            let (section, k) = key.split_once('.').unwrap();
+            let (in_file, in_flag) = two_values(key, default);
+            assert_eq!(from_file[section][k], in_file, "{key} from the file");
+            assert_ne!(&in_file, default, "{key}: the file's value is the default");
+            let got = &merged[section][k];
+            let want = match got {
+                toml::Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().unwrap())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            assert_eq!(
+                want,
+                in_flag,
+                "{key}: {} did not win over the file",
+                crate::config::flag_for(key)
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bad_flag_value_is_refused_naming_key_and_flag() {
+        let up = "--upstream=http://127.0.0.1:1".to_string();
+        for (flag, want) in [
+            (
+                "--threads=0",
+                "server.threads (--threads): must be at least 1",
+            ),
+            (
+                "--http2-max-streams=0",
+                "server.http2_max_streams (--http2-max-streams): 0 is not between",
+            ),
+            (
+                "--upstream-http2-max-streams=10001",
+                "upstream.http2_max_streams (--upstream-http2-max-streams): 10001",
+            ),
+            (
+                "--upstream-max-request-body-bytes=0",
+                "upstream.max_request_body_bytes (--upstream-max-request-body-bytes): must be",
+            ),
+            (
+                "--codec-window-bytes=0",
+                "codec.window_bytes (--codec-window-bytes): must be",
+            ),
+            (
+                "--idle-timeout-seconds=86401",
+                "server.idle_timeout_seconds (--idle-timeout-seconds): 86401 is more",
+            ),
+        ] {
+            let e = load(&serve_args(&[up.clone(), flag.to_string()]).unwrap()).unwrap_err();
+            assert!(e.0.starts_with(want), "{flag}: {e}");
+        }
+        // Enumerations are refused by the flag parser, which lists the values.
+        for flag in [
+            "--upstream-http2=on",
+            "--codec-strings=utf8",
+            "--compress-responses=yes",
+        ] {
+            assert!(
+                serve_args(&[up.clone(), flag.to_string()]).is_err(),
+                "{flag}"
+            );
+        }
     }
 }

@@ -58,6 +58,17 @@ impl std::str::FromStr for Mode {
     }
 }
 
+impl std::str::FromStr for Http2 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Http2::Auto),
+            "off" => Ok(Http2::Off),
+            _ => Err(format!("unknown value {s:?} (auto, off)")),
+        }
+    }
+}
+
 impl std::str::FromStr for ForwardedFor {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -415,8 +426,14 @@ impl Config {
         Ok(c)
     }
 
-    /// Check values that types cannot.
+    /// Check values that types cannot. An error about one key names its `serve` flag
+    /// too, as `KEY (--FLAG): …`, whether the value came from the file or the flag.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_values()
+            .map_err(|e| ConfigError(name_the_flag(&e.0)))
+    }
+
+    fn validate_values(&self) -> Result<(), ConfigError> {
         // Empty is "not set": `serve` requires it (cli::load), `demo` sets its own.
         if !self.upstream.url.is_empty() {
             UpstreamUrl::parse(&self.upstream.url)?;
@@ -498,10 +515,11 @@ impl Config {
         }
         self.validate_times()?;
         self.validate_tls_policy()?;
-        if self.codec.max_depth == 0 || self.codec.window_bytes == 0 {
-            return Err(ConfigError(
-                "codec.max_depth and codec.window_bytes must be positive".into(),
-            ));
+        if self.codec.max_depth == 0 {
+            return Err(ConfigError("codec.max_depth: must be at least 1".into()));
+        }
+        if self.codec.window_bytes == 0 {
+            return Err(ConfigError("codec.window_bytes: must be at least 1".into()));
         }
         Ok(())
     }
@@ -733,6 +751,43 @@ impl Config {
     }
 }
 
+/// The `serve` flag that sets a configuration key: `[server]` keys by their own name,
+/// the other sections' with the section in front (`upstream.http2_max_streams` is
+/// `--upstream-http2-max-streams`, `codec.max_request_body_bytes` is
+/// `--codec-max-request-body-bytes`), but for three older, shorter names.
+pub fn flag_for(key: &str) -> String {
+    match key {
+        "upstream.url" => return "--upstream".into(),
+        "upstream.mode" => return "--mode".into(),
+        "upstream.ca_file" => return "--upstream-ca".into(),
+        _ => {}
+    }
+    let name = match key.split_once('.') {
+        Some(("server", k)) => k.to_string(),
+        Some((section, k)) => format!("{section}_{k}"),
+        None => key.to_string(),
+    };
+    format!("--{}", name.replace('_', "-"))
+}
+
+/// `KEY: message` as `KEY (--FLAG): message`; messages that name the flag already, or
+/// do not start with one key, are left as they are.
+fn name_the_flag(message: &str) -> String {
+    match message.split_once(": ") {
+        Some((key, rest))
+            if key.split_once('.').is_some_and(|(section, k)| {
+                ["server", "upstream", "codec", "log"].contains(&section)
+                    && !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
+            }) =>
+        {
+            format!("{key} ({}): {rest}", flag_for(key))
+        }
+        _ => message.to_string(),
+    }
+}
+
 /// A listen address as Go programs take it: `IP:PORT`, `HOST:PORT` (the name's first
 /// IPv4 address, else its first address, as `net.Listen` picks it) or `:PORT` (every
 /// interface: `0.0.0.0:PORT`).
@@ -801,10 +856,13 @@ mod tests {
         let e = Config::from_toml("[server]\ngrace_period_seconds = 99999999999\n").unwrap_err();
         assert_eq!(
             e.0,
-            "server.grace_period_seconds: 99999999999 is more than the most it may be, 3600 (3600 s)"
+            "server.grace_period_seconds (--grace-period-seconds): 99999999999 is more than the most it may be, 3600 (3600 s)"
         );
         let e = Config::from_toml("[upstream]\nconnect_timeout_ms = 3600000\n").unwrap_err();
-        assert!(e.0.starts_with("upstream.connect_timeout_ms: "), "{e}");
+        assert!(
+            e.0.starts_with("upstream.connect_timeout_ms (--upstream-connect-timeout-ms): "),
+            "{e}"
+        );
         assert!(Config::from_toml("[server]\ngrace_period_seconds = 3600\n").is_ok());
     }
 
@@ -837,7 +895,7 @@ mod tests {
         }
         for level in ["verbose", "warning", "INFO", "", "info,cborgate=debug"] {
             let e = Config::from_toml(&format!("[log]\nlevel = {level:?}\n")).unwrap_err();
-            assert!(e.0.starts_with("log.level: "), "{level}: {e}");
+            assert!(e.0.starts_with("log.level (--log-level): "), "{level}: {e}");
             assert!(
                 e.0.contains("error, warn, info, debug, trace, off"),
                 "{level}: {e}"

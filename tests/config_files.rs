@@ -339,3 +339,33 @@ fn the_deploy_kit_promises_no_502_for_upstream_bodies() {
         assert!(text.contains(LOG), "{f} does not name the log line");
     }
 }
+
+/// README "Configuration" and docs/surface.md list every config.toml key with its flag
+/// (the flags themselves are checked against the keys in src/cli.rs), and deploy/'s
+/// manifest checker lets manifests use every flag.
+#[test]
+fn the_docs_list_every_key_with_its_flag() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(cborgate::config::default_file()).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    let checker = std::fs::read_to_string(format!("{root}/deploy/validate_crds.py")).unwrap();
+    for (section, inner) in &doc {
+        for k in inner.as_table().unwrap().keys() {
+            let flag = cborgate::config::flag_for(&format!("{section}.{k}"));
+            assert!(
+                checker.contains(&format!("\"{flag}\":")),
+                "deploy/validate_crds.py: SERVE_FLAGS lacks {flag}"
+            );
+        }
+    }
+    for f in ["README.md", "docs/surface.md"] {
+        let md = std::fs::read_to_string(format!("{root}/{f}")).unwrap();
+        for (section, inner) in &doc {
+            for k in inner.as_table().unwrap().keys() {
+                let key = format!("{section}.{k}");
+                let row = format!("| `{key}` | `{}", cborgate::config::flag_for(&key));
+                assert!(md.contains(&row), "{f}: no row {row:?}");
+            }
+        }
+    }
+}
