@@ -146,6 +146,11 @@ fn rand_u128() -> u128 {
     u128::from_le_bytes(b)
 }
 
+/// An argument list the processes own.
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
 fn s(p: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
@@ -420,7 +425,7 @@ impl Gate {
         let client_ca = dir.join(format!("{name}-client-ca.crt"));
         std::fs::copy(&pki.ca.path, &client_ca).unwrap();
         let client_ca = s(&client_ca);
-        let mut identity: Vec<String> = [
+        let mut identity = owned(&[
             "--client-ca-file",
             &client_ca,
             "--upstream-client-cert",
@@ -431,11 +436,8 @@ impl Gate {
             &pki.front_proxy_ca.path,
             "--requestheader-allowed-names",
             "front-proxy-client",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        identity.extend(extra.iter().map(|s| s.to_string()));
+        ]);
+        identity.extend(owned(extra));
         let mut g = Gate::start_with(dir, name, pki, upstream, mode, listen, identity);
         g.client_ca = PathBuf::from(client_ca);
         g
@@ -454,7 +456,7 @@ impl Gate {
         identity: Vec<String>,
     ) -> Gate {
         let admin = format!("127.0.0.1:{}", free_port());
-        let mut args: Vec<String> = [
+        let mut args = owned(&[
             "serve",
             "--listen",
             listen,
@@ -470,10 +472,7 @@ impl Gate {
             &pki.gate_serving.cert_path,
             "--tls-key",
             &pki.gate_serving.key_path,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        ]);
         args.extend(identity);
         let program = std::env::var_os("CBORGATE_BIN")
             .map(PathBuf::from)
@@ -543,32 +542,8 @@ impl Gate {
     }
 }
 
-/// Sum of the samples of `name` in Prometheus text whose labels contain every
-/// `filter` pair.
-pub fn metric_sum(text: &str, name: &str, filter: &[(&str, &str)]) -> f64 {
-    samples(text, name)
-        .filter(|(labels, _)| {
-            filter
-                .iter()
-                .all(|(k, v)| labels.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
-        })
-        .map(|(_, v)| v)
-        .sum()
-}
-
-/// Every sample of `name`: its label text (without braces) and value.
-pub fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(move |line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (metric, labels) = match series.split_once('{') {
-                Some((m, l)) => (m, l.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            (metric == name).then(|| (labels, value.parse::<f64>().unwrap_or(0.0)))
-        })
-}
+/// The tests' one reader of Prometheus text.
+pub use crate::support::harness::{metric_sum, samples};
 
 /// A kubeconfig for `server` (`IP:PORT`) with a client certificate or a token.
 pub fn kubeconfig(path: &Path, server: &str, pki: &Pki, cred: &Cred) -> PathBuf {
@@ -638,7 +613,7 @@ pub fn controller_manager(
         CBOR_GATES_FLAG.into(),
         "--controllers=*,bootstrapsigner,tokencleaner".into(),
     ];
-    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(owned(extra));
     Service::start(
         dir,
         name,

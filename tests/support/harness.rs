@@ -282,31 +282,36 @@ impl Harness {
 
     /// Sum of the samples of `name` whose labels contain every `filter` pair.
     pub fn metric(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
-        let text = self.metrics();
-        let mut sum = 0.0;
-        for line in text.lines() {
-            if line.starts_with('#') {
-                continue;
-            }
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
+        metric_sum(&self.metrics(), name, filter)
+    }
+}
+
+/// Sum of the samples of `name` in Prometheus text whose labels contain every
+/// `filter` pair.
+pub fn metric_sum(text: &str, name: &str, filter: &[(&str, &str)]) -> f64 {
+    samples(text, name)
+        .filter(|(labels, _)| {
+            filter
+                .iter()
+                .all(|(k, v)| labels.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// Every sample of `name` in Prometheus text: its label text (without braces) and
+/// value.
+pub fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(move |line| {
+            let (series, value) = line.rsplit_once(' ')?;
             let (metric, labels) = match series.split_once('{') {
                 Some((m, l)) => (m, l.trim_end_matches('}')),
                 None => (series, ""),
             };
-            if metric != name {
-                continue;
-            }
-            if filter
-                .iter()
-                .all(|(k, v)| labels.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
-            {
-                sum += value.parse::<f64>().unwrap_or(0.0);
-            }
-        }
-        sum
-    }
+            (metric == name).then(|| (labels, value.parse::<f64>().unwrap_or(0.0)))
+        })
 }
 
 impl Drop for Harness {
