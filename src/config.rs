@@ -128,7 +128,7 @@ pub struct ServerConfig {
     /// accept for its first request and from the first byte for the next ones.
     pub request_head_timeout_seconds: u64,
     /// Client connections open at once; more are closed as soon as they are accepted.
-    /// 0 = derived from the open-file limit (`connections::limit_from_fds`).
+    /// 0 = derived from the open-file limit (`limit_from_fds`).
     pub max_connections: usize,
     /// Requests and watches one HTTP/2 client connection may have open at once
     /// (SETTINGS_MAX_CONCURRENT_STREAMS; Go's default, and so kube-apiserver's, 250).
@@ -708,11 +708,11 @@ impl Config {
     }
 
     /// The limit on client connections: `server.max_connections`, or when that is 0 what
-    /// the open-file limit `nofile` leaves (`connections::limit_from_fds`; no limit
+    /// the open-file limit `nofile` leaves (`limit_from_fds`; no limit
     /// known: 1,024 assumed).
     pub fn connection_limit(&self, nofile: Option<u64>) -> usize {
         match self.server.max_connections {
-            0 => crate::connections::limit_from_fds(nofile.unwrap_or(1024)),
+            0 => limit_from_fds(nofile.unwrap_or(1024)),
             n => n,
         }
     }
@@ -823,6 +823,18 @@ fn plain_toml_error(message: &str) -> String {
 /// The documented default file at the repository root.
 pub fn default_file() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config.toml")
+}
+
+/// Descriptors kept back from client connections when the limit is derived: the
+/// listeners, the runtimes' own descriptors, log and certificate files, the admin
+/// listener's connections and pingora's pool of idle upstream connections (128).
+pub const FD_RESERVE: u64 = 256;
+
+/// `server.max_connections` when it is 0: what is left of the descriptor limit after
+/// [`FD_RESERVE`], halved because each client connection may hold an upstream
+/// connection too. At a 1,024 limit that is 384; at least 1.
+pub fn limit_from_fds(nofile: u64) -> usize {
+    (nofile.saturating_sub(FD_RESERVE) / 2).max(1) as usize
 }
 
 #[cfg(test)]

@@ -1,17 +1,19 @@
 //! cborgate: a transparent, negotiating reverse proxy that lets Kubernetes API
 //! clients speak CBOR (KEP-4222) to apiservers that only speak JSON.
 //!
-//! - [`codec`]: sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire rules.
-//! - [`negotiate`]: pure decisions, request head in, [`negotiate::Plan`] out.
-//! - [`proxy`]: the pingora glue that carries a plan out; [`server`] assembles it and
-//!   [`accept`] runs each connection (the request read timeout), within the limits of
-//!   [`connections`] (how many, the head deadline); [`memory`] hands freed memory back
-//!   after bursts.
-//! - [`client_cert`]: client certificates on the TLS listener, and what they prove.
-//! - [`admin`], [`metrics`], [`logs`], [`status`], [`config`]: operations surface.
-//! - [`tools`], [`cli`], `demo` (feature `demo`, on by default): the commands.
-//!   `demo` runs the kube-apiserver stand-in of the workspace crate
-//!   `cborgate-standin` (`standin/`), which the tests also use.
+//! The folders are the rings, innermost first (ARCHITECTURE.md; `tests/architecture_map.rs`
+//! checks the direction):
+//!
+//! - the pure core: [`codec`] (sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire
+//!   rules) and [`negotiate`] (pure decisions, request head in, [`negotiate::Plan`] out);
+//! - the glue: [`proxy`], the pingora callbacks that carry a plan out, with what they
+//!   lean on: `limits` (admission, the body budget), `tls` (certificates, keys, CA
+//!   bundles), `inbound` (connections and client certificates on the way in) and
+//!   [`config`];
+//! - the shell: `process` (start-up, the drain, reloading, memory), `ops` (the admin
+//!   listener, metrics, logs) and `commands` (`serve`, `transcode`, `diag`, `demo`).
+//!
+//! Public are only the modules the tests, benchmarks and fuzz targets use.
 
 /// The git commit this binary was built from (`build.rs`: `CBORGATE_GIT_COMMIT`, or
 /// `git rev-parse`, or `unknown`).
@@ -25,24 +27,13 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-pub mod accept;
-pub mod admin;
-pub mod admission;
-pub mod budget;
-pub mod cli;
-pub mod client_cert;
 pub mod codec;
+pub mod commands;
 pub mod config;
-pub mod connections;
-#[cfg(feature = "demo")]
-pub mod demo;
-pub mod logs;
-pub mod memory;
-pub mod metrics;
+pub(crate) mod inbound;
+pub(crate) mod limits;
 pub mod negotiate;
+pub mod ops;
+pub mod process;
 pub mod proxy;
-pub mod reload;
-pub mod server;
-pub mod status;
-pub mod sys;
-pub mod tools;
+pub mod tls;

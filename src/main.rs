@@ -1,7 +1,7 @@
 //! The `cborgate` command line: parses arguments, then calls the library.
 
 use cborgate::codec::StringMode;
-use cborgate::tools::{self, Target, ToolError};
+use cborgate::commands::tools::{self, Target, ToolError};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::{self, IsTerminal, Read};
 use std::path::PathBuf;
@@ -58,7 +58,7 @@ enum Command {
         file: Option<PathBuf>,
     },
     #[command(flatten)]
-    Proxy(cborgate::cli::ProxyCommand),
+    Proxy(cborgate::commands::cli::ProxyCommand),
 }
 
 fn open(file: &Option<PathBuf>) -> Result<Box<dyn Read>, ExitCode> {
@@ -121,6 +121,6 @@ fn main() -> ExitCode {
             let mut out = stdout.lock();
             report(tools::diag(&mut input, &mut out, text))
         }
-        Command::Proxy(cmd) => cborgate::cli::run(cmd),
+        Command::Proxy(cmd) => cborgate::commands::cli::run(cmd),
     }
 }

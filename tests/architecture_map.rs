@@ -54,7 +54,12 @@ fn the_code_map_matches_src() {
 /// carries a `SAFETY:` argument.
 #[test]
 fn unsafe_code_is_confined() {
-    const ALLOWED: [&str; 3] = ["src/codec/buf.rs", "src/codec/utf8.rs", "src/sys.rs"];
+    const ALLOWED: [&str; 4] = [
+        "src/codec/buf.rs",
+        "src/codec/utf8.rs",
+        "src/process/sys.rs",
+        "src/limits/admission.rs",
+    ];
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut present = BTreeSet::new();
     files(&root.join("src"), &mut present);
@@ -85,37 +90,104 @@ fn unsafe_code_is_confined() {
     }
 }
 
-/// The top-level modules of src/ import one another without a cycle (ARCHITECTURE.md
-/// "Invariants"), and admission and shutdown are objects passed in: the only
-/// process-wide static that is not a constant table is the metrics registry.
-#[test]
-fn modules_have_no_cycle_and_no_state_statics() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut present = BTreeSet::new();
-    files(&root.join("src"), &mut present);
-    let mut graph: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
-    for f in &present {
-        let text = std::fs::read_to_string(root.join(f)).unwrap();
-        // Code only: unit tests may reach anywhere, comments do not import.
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        let top = f
-            .trim_start_matches("src/")
-            .split(['/', '.'])
-            .next()
-            .unwrap()
-            .to_string();
-        let deps = graph.entry(top.clone()).or_default();
-        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (i, _) in line.match_indices("crate::") {
-                let name: String = line[i + 7..]
+/// A file's code with its `#[cfg(test)]` items left out (unit tests may reach
+/// anywhere); the rest of the file, after them included, is read.
+fn without_tests(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim_start() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // Skip the item the attribute is on: one line (`mod tests;`), or up to the brace
+        // that closes the one it opens.
+        let mut depth = 0i32;
+        for l in lines.by_ref() {
+            let code = l.split("//").next().unwrap_or("");
+            depth += code.matches('{').count() as i32 - code.matches('}').count() as i32;
+            if depth <= 0 && (code.contains('}') || code.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The module a file is (`src/proxy/mod.rs` → `proxy`, `src/ops/metrics.rs` →
+/// `ops::metrics`, `src/main.rs` → `main`).
+fn module_of(file: &str) -> String {
+    let path = file.trim_start_matches("src/").trim_end_matches(".rs");
+    let path = path.strip_suffix("/mod").unwrap_or(path);
+    if path == "lib" {
+        return String::new();
+    }
+    path.replace('/', "::")
+}
+
+/// The modules a file's code imports: every `crate::a::b` and `super::x` path, resolved
+/// to the longest module of `modules` it names.
+fn imports(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let line = line.split("//").next().unwrap_or("");
+        for (anchor, base) in [("crate::", String::new()), ("super::", parent(module))] {
+            for (i, _) in line.match_indices(anchor) {
+                if i > 0 && line[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let rest: String = line[i + anchor.len()..]
                     .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
                     .collect();
-                if !name.is_empty() && name != top {
-                    deps.insert(name);
+                let mut path = base.clone();
+                let mut best = None;
+                for part in rest.split("::").filter(|p| !p.is_empty()) {
+                    path = if path.is_empty() {
+                        part.to_string()
+                    } else {
+                        format!("{path}::{part}")
+                    };
+                    if modules.contains(&path) {
+                        best = Some(path.clone());
+                    }
+                }
+                if anchor == "super::" && best.is_none() && !base.is_empty() {
+                    best = Some(base.clone());
+                }
+                if let Some(m) = best.filter(|m| m != module) {
+                    out.insert(m);
                 }
             }
         }
+    }
+    out
+}
+
+fn parent(module: &str) -> String {
+    module
+        .rsplit_once("::")
+        .map_or(String::new(), |(p, _)| p.to_string())
+}
+
+fn ring(module: &str) -> &str {
+    module.split("::").next().unwrap_or("")
+}
+
+/// Every module under src/ and what its code imports.
+fn import_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut present = BTreeSet::new();
+    files(&root.join("src"), &mut present);
+    let modules: BTreeSet<String> = present.iter().map(|f| module_of(f)).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for f in &present {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        let code = without_tests(&text);
+        let m = module_of(f);
+        let deps = imports(&m, &code, &modules);
+        graph.insert(m, deps);
         for line in code.lines() {
             let t = line.trim_start();
             if t.starts_with("static ") || t.starts_with("pub static ") {
@@ -127,6 +199,16 @@ fn modules_have_no_cycle_and_no_state_statics() {
             }
         }
     }
+    graph
+}
+
+/// The modules of src/ (each file) import one another without a cycle (ARCHITECTURE.md
+/// "Invariants"), whole files read, submodules and `super::` paths included; and
+/// admission and shutdown are objects passed in: the only process-wide static that is
+/// not a constant table is the metrics registry.
+#[test]
+fn modules_have_no_cycle_and_no_state_statics() {
+    let graph = import_graph();
     // Depth-first search for a cycle.
     fn visit(
         n: &str,
@@ -155,4 +237,51 @@ fn modules_have_no_cycle_and_no_state_statics() {
         graph["proxy"].contains("negotiate"),
         "the graph was read: {graph:?}"
     );
+    assert!(
+        graph["negotiate::plan"].contains("negotiate::auto"),
+        "submodules were read: {:?}",
+        graph["negotiate::plan"]
+    );
+}
+
+/// The rings (ARCHITECTURE.md "Layout"): the pure core never imports outward, the glue
+/// never imports the shell, and nothing imports the commands.
+#[test]
+fn imports_point_inward() {
+    let graph = import_graph();
+    // What each ring may import besides itself; `ops::metrics` is the one room of the
+    // shell every ring may count into.
+    let allowed = |from: &str, to: &str| -> bool {
+        let (rf, rt) = (ring(from), ring(to));
+        if rf == rt || to == "ops::metrics" && from != "codec" && ring(from) != "negotiate" {
+            return true;
+        }
+        match rf {
+            "codec" => false,
+            "negotiate" => rt == "codec",
+            // The glue: the core, and what it leans on.
+            "proxy" => matches!(
+                rt,
+                "codec" | "negotiate" | "limits" | "tls" | "inbound" | "config"
+            ),
+            "limits" | "tls" => matches!(rt, "codec" | "negotiate" | "config"),
+            "inbound" => matches!(rt, "codec" | "negotiate" | "limits" | "tls" | "config"),
+            "config" => matches!(rt, "codec" | "negotiate"),
+            // `ops::metrics` is imported by every ring: it imports only the core.
+            "ops" if from == "ops::metrics" => matches!(rt, "codec" | "negotiate"),
+            "ops" | "process" => rt != "commands",
+            "commands" | "main" | "" => true,
+            other => panic!("{from}: a ring ARCHITECTURE.md does not name: {other}"),
+        }
+    };
+    let mut wrong = Vec::new();
+    for (from, deps) in &graph {
+        for to in deps {
+            if !allowed(from, to) {
+                wrong.push(format!("{from} -> {to}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports that point outward: {wrong:#?}");
+    assert!(graph["codec"].is_empty() || graph["codec"].iter().all(|m| ring(m) == "codec"));
 }

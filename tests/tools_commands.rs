@@ -3,7 +3,7 @@
 //! "Commands", README "Commands").
 
 use cborgate::codec::StringMode;
-use cborgate::tools::{self, Target};
+use cborgate::commands::tools::{self, Target};
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -280,7 +280,7 @@ pub fn plan_with(
         UpstreamMode::Auto => {
             let mut p = emulation.legacy_plan();
             let known = p.capability_key().and_then(learned);
-            auto::apply(&mut p, known, head.declared_len);
+            p.make_cbor_first(known, head.declared_len);
             p
         }
         UpstreamMode::Upgrade => emulation.upgrade_plan(),
@@ -288,6 +288,26 @@ pub fn plan_with(
     p.mode = mode;
     p.client_gzip = head.compress_responses && encoding::accepts_gzip(head.accept_encoding);
     p
+}
+
+impl Plan {
+    /// `auto` mode: the legacy plan made CBOR-first, from what is `learned` of this
+    /// request's key and its `declared_len` ([`auto::cbor_first`]).
+    fn make_cbor_first(&mut self, learned: Option<Learned>, declared_len: Option<u64>) {
+        self.upstream_speaks_cbor = learned == Some(Learned::SpeaksCbor);
+        if let BodyAction::CborToJson { .. } = self.body {
+            self.cbor_first = auto::cbor_first(learned, declared_len);
+        }
+        // Not for /api/v1: kube-apiserver 1.36 drops that request when CBOR is
+        // acceptable (tests/data/corpus/exchanges, the `b-apiv1-cbor` recording is empty).
+        let core_discovery =
+            matches!(&self.route, Route::GroupVersionDiscovery { group, .. } if group.is_empty());
+        if self.response != ResponseAction::PassThrough && !core_discovery {
+            if let Some(accept) = self.upstream_accept.take() {
+                self.upstream_accept = Some(auto::cbor_first_accept(&accept));
+            }
+        }
+    }
 }
 
 /// What a CBOR-enabled kube-apiserver 1.36 does with the request, before any mode applies.

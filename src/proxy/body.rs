@@ -9,8 +9,8 @@ use crate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
     Transcoder,
 };
-use crate::metrics::{metrics, CodecSeries};
 use crate::negotiate::encoding::GZIP_LEVEL;
+use crate::ops::metrics::{metrics, CodecSeries};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;

@@ -3,8 +3,8 @@
 //! the failure mapping: which of pingora's error types is which
 //! [`Failure`] on the way to the upstream.
 
+use super::status::{Status, StatusFormat};
 use crate::negotiate::{Failure, Format, LocalReply};
-use crate::status::{Status, StatusFormat};
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;

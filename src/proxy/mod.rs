@@ -14,7 +14,7 @@
 //! - [`body`]: the codec driven over one body;
 //! - [`identity`]: who the request is, and its identity headers upstream.
 //!
-//! Admission is [`crate::admission`].
+//! Admission is [`crate::limits::admission`].
 
 pub mod body;
 pub mod buffers;
@@ -23,12 +23,13 @@ pub mod identity;
 pub mod local_reply;
 pub mod replay;
 pub mod request_log;
+pub mod status;
 pub mod transcode;
 pub mod upstream;
 
-use crate::admission::Admission;
-use crate::budget::BodyBudget;
 use crate::config::Config;
+use crate::limits::admission::Admission;
+use crate::limits::budget::BodyBudget;
 use crate::negotiate::local::Reply;
 use crate::negotiate::{
     plan_with, Failure, LocalReply, Plan, RequestHead, RequestLimits, UpstreamMode,
@@ -274,7 +275,7 @@ impl ProxyHttp for Gate {
 
     /// The head is complete: its deadline (`server.request_head_timeout_seconds`) stops.
     async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {
-        crate::connections::head_read(session.as_downstream());
+        crate::inbound::connections::head_read(session.as_downstream());
         Ok(())
     }
 
@@ -356,7 +357,7 @@ impl ProxyHttp for Gate {
         ex.connect_turn = None;
         if ex.plan.as_ref().is_some_and(|p| p.long_running) {
             // Held for the drain, which ends long-running requests through it.
-            match crate::sys::dup_socket(fd) {
+            match crate::limits::admission::dup_socket(fd) {
                 Ok(s) => ex.upstream_socket = Some(self.admission.hold_upstream(s)),
                 Err(e) => tracing::warn!(error = %e, "a watch cannot be ended cleanly at shutdown"),
             }

@@ -12,9 +12,9 @@
 //! again whatever its method (docs/wire.md §5a).
 
 use super::transcode::{CodecSettings, Exchange};
-use crate::budget::BodyBudget;
-use crate::metrics::metrics;
+use crate::limits::budget::BodyBudget;
 use crate::negotiate::pool::{retry, Attempt};
+use crate::ops::metrics::metrics;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;

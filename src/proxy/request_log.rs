@@ -4,7 +4,7 @@
 //! (docs/surface.md "Logs").
 
 use super::transcode::Exchange;
-use crate::metrics::metrics;
+use crate::ops::metrics::metrics;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::time::Duration;

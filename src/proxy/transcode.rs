@@ -8,10 +8,9 @@
 
 use super::body::{BodyCodec, Gzip};
 use super::buffers::{OutputBuffers, Transcoders};
-use crate::admission::Slot;
-use crate::budget::{BodyBudget, Charge};
 use crate::codec::{ItemCounter, Limits, StringMode};
-use crate::metrics::metrics;
+use crate::limits::admission::Slot;
+use crate::limits::budget::{BodyBudget, Charge};
 use crate::negotiate::identity::Identity;
 use crate::negotiate::local::Reply;
 use crate::negotiate::pool::Pool;
@@ -19,6 +18,7 @@ use crate::negotiate::{
     BodyAction, CborSupport, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction,
     ResponseHead,
 };
+use crate::ops::metrics::metrics;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::Result;
@@ -82,7 +82,7 @@ pub struct Exchange {
     /// The SIGTERM drain ended this long-running response, cleanly (`Gate::fail_to_proxy`).
     pub ended_by_drain: bool,
     /// A long-running request's upstream socket, held for the drain to end it.
-    pub upstream_socket: Option<crate::admission::UpstreamHeld>,
+    pub upstream_socket: Option<crate::limits::admission::UpstreamHeld>,
     /// Counted in `cborgate_upgrades_active` with this protocol label.
     pub upgrade: Option<&'static str>,
     /// The status the client got (0: none yet).

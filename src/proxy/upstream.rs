@@ -1,14 +1,14 @@
 //! The upstream apiserver: where it is (its name resolved without blocking a
 //! worker, and again as it changes), how to reach it (peer, TLS material from
-//! [`crate::reload::UpstreamTls`], timeouts), and whether it answers now (the
+//! [`crate::tls::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
 use super::local_reply::upstream_failure_words;
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
-use crate::metrics::metrics;
 use crate::negotiate::pool::Pool;
 use crate::negotiate::CborSupport;
-use crate::reload::UpstreamTls;
+use crate::ops::metrics::metrics;
+use crate::tls::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
 use pingora::protocols::ALPN;

@@ -298,7 +298,7 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
         )
     };
     for (file, pem) in [("upstream_ca", "ca.pem"), ("upstream_client", "client.pem")] {
-        let want = cborgate::reload::earliest_expiry(&path(&p.dir, pem)).unwrap();
+        let want = cborgate::tls::earliest_expiry(&path(&p.dir, pem)).unwrap();
         assert!(want > 0);
         assert_eq!(expiry(file), want as f64, "{file}");
     }
@@ -569,7 +569,8 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
 /// (SIGHUP's) loads even what did not change.
 #[test]
 fn the_upstream_client_certificate_reloads_and_a_bad_one_is_refused() {
-    use cborgate::reload::{Reloader, UpstreamTls};
+    use cborgate::process::reload::Reloader;
+    use cborgate::tls::UpstreamTls;
     let dir = std::env::temp_dir().join(format!("cborgate-reload-client-{}", std::process::id()));
     let (cert, key) = crate::support::pki::self_signed(&dir, "client", "first");
     let tls = UpstreamTls::load("", &cert, &key).unwrap();

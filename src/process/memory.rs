@@ -7,8 +7,8 @@
 //! look is gone), it asks malloc to give free pages back (`malloc_trim`), off the
 //! worker threads. On a C library without `malloc_trim` it does nothing.
 
-use crate::connections::Connections;
-use crate::metrics::metrics;
+use crate::inbound::connections::Connections;
+use crate::ops::metrics::metrics;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
@@ -44,7 +44,7 @@ impl BackgroundService for Trimmer {
             peak = peak.max(self.0.take_peak()).max(open);
             if burst_ended(peak, open) {
                 peak = open;
-                if tokio::task::spawn_blocking(crate::sys::malloc_trim)
+                if tokio::task::spawn_blocking(crate::process::sys::malloc_trim)
                     .await
                     .is_ok()
                 {

@@ -1,7 +1,7 @@
-//! The process's few calls into the C library, and the only `unsafe` outside the codec:
+//! The process's few calls into the C library:
 //! the open-file limit (read, and raised to the hard limit at start as Go's runtime
-//! does), glibc's `malloc_trim`, and a second handle on an upstream socket pingora
-//! holds (for the drain to end a long-running request's upstream reads).
+//! does) and glibc's `malloc_trim`. (The one other `unsafe` outside the codec, a second
+//! handle on an upstream socket, is `limits::admission::dup_socket`.)
 
 /// Raise the soft limit on open files to the hard limit and return the soft limit then
 /// in force (`None` if it cannot be read).
@@ -36,17 +36,6 @@ pub fn malloc_trim() {
     unsafe {
         libc::malloc_trim(0);
     }
-}
-
-/// A second handle (`dup`) on the TCP socket `fd`, which pingora passes to
-/// `connected_to_upstream` for the upstream connection it holds. The socket stays open
-/// while either handle does; shutting the copy down ends reads on pingora's too.
-pub fn dup_socket(fd: std::os::fd::RawFd) -> std::io::Result<std::net::TcpStream> {
-    // SAFETY: `fd` is the descriptor of the upstream connection pingora holds open for
-    // the whole `connected_to_upstream` callback this is called from, so it stays open
-    // for this borrow, which ends before the callback returns.
-    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    Ok(std::net::TcpStream::from(borrowed.try_clone_to_owned()?))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //! this is that loop for HTTP/1, the same steps as `src/apps/mod.rs` lines 346-367
 //! plus the two timeouts.
 
-use crate::connections::{Conn, Connections};
+use crate::inbound::connections::{Conn, Connections};
 use async_trait::async_trait;
 use pingora::apps::{HttpServerApp, ServerApp};
 use pingora::protocols::http::ServerSession;

@@ -14,7 +14,7 @@
 //! on a kept-alive connection it starts with the first byte of the next head (the wait
 //! before it is the keep-alive timeout), as Go's server does.
 
-use crate::metrics::metrics;
+use crate::ops::metrics::metrics;
 use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
     UniqueIDType,
@@ -28,18 +28,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
-
-/// Descriptors kept back from client connections when the limit is derived: the
-/// listeners, the runtimes' own descriptors, log and certificate files, the admin
-/// listener's connections and pingora's pool of idle upstream connections (128).
-pub const FD_RESERVE: u64 = 256;
-
-/// `server.max_connections` when it is 0: what is left of the descriptor limit after
-/// [`FD_RESERVE`], halved because each client connection may hold an upstream
-/// connection too. At a 1,024 limit that is 384; at least 1.
-pub fn limit_from_fds(nofile: u64) -> usize {
-    (nofile.saturating_sub(FD_RESERVE) / 2).max(1) as usize
-}
 
 /// The counters shared by the accept loop, the proxy and the drain.
 #[derive(Debug)]
@@ -342,9 +330,9 @@ mod tests {
 
     #[test]
     fn the_derived_limit_leaves_room_for_upstream_connections_and_the_rest() {
-        assert_eq!(limit_from_fds(1024), 384);
-        assert_eq!(limit_from_fds(65536), 32640);
-        assert_eq!(limit_from_fds(100), 1, "at least one");
+        assert_eq!(crate::config::limit_from_fds(1024), 384);
+        assert_eq!(crate::config::limit_from_fds(65536), 32640);
+        assert_eq!(crate::config::limit_from_fds(100), 1, "at least one");
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub struct Metrics {
     /// `method` is a [`Method`] label, `result` one of [`AUTH_RESULTS`]; never a user.
     pub authentications_total: IntCounterVec,
     pub panics_total: IntCounter,
-    /// Request body bytes held in memory (`crate::budget`), against
+    /// Request body bytes held in memory (`crate::limits::budget`), against
     /// `server.max_buffered_body_bytes`.
     pub request_body_buffered_bytes: IntGauge,
     pub connections_open: IntGauge,

@@ -15,7 +15,7 @@ pub enum ProxyCommand {
     Serve(ServeArgs),
     /// Start the built-in JSON-only apiserver stand-in with the proxy in front of it.
     #[cfg(feature = "demo")]
-    Demo(crate::demo::DemoArgs),
+    Demo(crate::commands::demo::DemoArgs),
 }
 
 #[derive(Args, Default)]
@@ -365,9 +365,9 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            crate::logs::init(&config.log);
-            match crate::server::build(config) {
-                Ok(built) => crate::server::run(built),
+            crate::ops::logs::init(&config.log);
+            match crate::process::server::build(config) {
+                Ok(built) => crate::process::server::run(built),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)
@@ -375,7 +375,7 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
             }
         }
         #[cfg(feature = "demo")]
-        ProxyCommand::Demo(args) => crate::demo::run(args),
+        ProxyCommand::Demo(args) => crate::commands::demo::run(args),
     }
 }
 

@@ -9,7 +9,7 @@
 //! among it: that one is the operator's problem.
 
 use crate::config::LogConfig;
-use crate::metrics::metrics;
+use crate::ops::metrics::metrics;
 use serde_json::{Map, Value};
 use std::fmt;
 use tracing::field::{Field, Visit};
@@ -472,7 +472,7 @@ mod tests {
         let labels: Vec<&str> = ClientError::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(
             labels,
-            crate::metrics::CLIENT_ERROR_KINDS,
+            crate::ops::metrics::CLIENT_ERROR_KINDS,
             "the metric's label set"
         );
     }

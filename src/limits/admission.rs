@@ -155,6 +155,17 @@ impl Drop for Slot {
     }
 }
 
+/// A second handle (`dup`) on the TCP socket `fd`, which pingora passes to
+/// `connected_to_upstream` for the upstream connection it holds. The socket stays open
+/// while either handle does; shutting the copy down ends reads on pingora's too.
+pub fn dup_socket(fd: std::os::fd::RawFd) -> std::io::Result<std::net::TcpStream> {
+    // SAFETY: `fd` is the descriptor of the upstream connection pingora holds open for
+    // the whole `connected_to_upstream` callback this is called from, so it stays open
+    // for this borrow, which ends before the callback returns.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    Ok(std::net::TcpStream::from(borrowed.try_clone_to_owned()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,9 +15,9 @@
 //! A reload swaps the bundles in place: the next handshake uses the new ones, open
 //! connections keep the verdict they were accepted with.
 
-use crate::metrics::metrics;
 use crate::negotiate::identity::{FrontProxy, Method, PeerCert, User};
-use crate::reload::certificates;
+use crate::ops::metrics::metrics;
+use crate::tls::certificates;
 use async_trait::async_trait;
 use pingora::listeners::TlsAccept;
 use pingora::protocols::tls::TlsRef;

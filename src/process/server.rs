@@ -8,21 +8,23 @@
 //! (stop accepting, let requests finish within the grace period); SIGHUP
 //! reloads certificates.
 
-use crate::accept::ReadTimeout;
-use crate::admin::Admin;
-use crate::admission::Admission;
-use crate::budget::BodyBudget;
-use crate::client_cert::{ClientCas, PeerCertCallback};
 use crate::config::{Config, ConfigError, UpstreamUrl};
-use crate::connections::Connections;
+use crate::inbound::accept::ReadTimeout;
+use crate::inbound::client_cert::{ClientCas, PeerCertCallback};
+use crate::inbound::connections::Connections;
+use crate::limits::admission::Admission;
+use crate::limits::budget::BodyBudget;
+use crate::ops::admin::Admin;
+use crate::process::drain::{Drain, DrainTimes};
+use crate::process::reload::Reloader;
+use crate::process::sys::raise_fd_limit;
 use crate::proxy::upstream::{ReadinessProbe, Upstream};
 use crate::proxy::Gate;
-use crate::reload::{Kind, Reloader, ServingCert, UpstreamTls};
-use crate::sys::raise_fd_limit;
+use crate::tls::{Kind, ServingCert, UpstreamTls};
 use async_trait::async_trait;
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::{Opt, ServerConf};
-use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
+use pingora::server::{RunArgs, Server, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
 use pingora::services::listening::Service;
 use std::net::SocketAddr;
@@ -36,97 +38,6 @@ const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 /// How long the listeners may take to accept connections after start-up
 /// before the process gives up (exit 1) instead of living on half-started.
 const START_DEADLINE: Duration = Duration::from_secs(10);
-
-/// How SIGTERM drains (`server.shutdown_delay_seconds`, `server.grace_period_seconds`).
-#[derive(Debug, Clone, Copy)]
-pub struct DrainTimes {
-    /// Still accept and serve, with `/readyz` failing, for this long.
-    pub delay: Duration,
-    /// Then stop accepting and give short requests this long to finish.
-    pub grace: Duration,
-}
-
-impl DrainTimes {
-    pub fn of(config: &Config) -> Self {
-        DrainTimes {
-            delay: Duration::from_secs(config.server.shutdown_delay_seconds),
-            grace: Duration::from_secs(config.server.grace_period_seconds),
-        }
-    }
-}
-
-/// SIGTERM: fail `/readyz` and close each connection after its next response; after
-/// the shutdown delay, stop accepting (pingora), end long-running requests, let short
-/// requests finish, then exit 0 as soon as none is left or the grace period is over.
-/// Watches end cleanly, each with its request line logged, as kube-apiserver ends
-/// them when it shuts down: the terminating chunk on HTTP/1.1, `END_STREAM` on HTTP/2
-/// (`Admission::end_long_running`, `Gate::fail_to_proxy`); clients re-watch at once.
-/// SIGINT: fast exit.
-struct Drain {
-    times: DrainTimes,
-    admission: Arc<Admission>,
-    connections: Arc<Connections>,
-}
-
-#[async_trait]
-impl ShutdownSignalWatch for Drain {
-    async fn recv(&self) -> ShutdownSignal {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::quit()),
-        ) else {
-            tracing::error!("cannot install signal handlers; waiting forever");
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = quit.recv() => {}
-            _ = int.recv() => return ShutdownSignal::FastShutdown,
-        }
-        self.admission.start_draining();
-        let DrainTimes { delay, grace } = self.times;
-        if !delay.is_zero() {
-            tracing::info!(
-                delay_seconds = delay.as_secs(),
-                "SIGTERM: /readyz fails; still serving until the shutdown delay ends"
-            );
-            tokio::time::sleep(delay).await;
-        }
-        tracing::info!(
-            grace_seconds = grace.as_secs(),
-            long_running = self.admission.long_running_open(),
-            "SIGTERM: draining; ending watches and other long-running requests"
-        );
-        self.admission.end_long_running();
-        let admission = self.admission.clone();
-        let connections = self.connections.clone();
-        std::thread::spawn(move || {
-            let started = Instant::now();
-            // A request whose head has begun to arrive is waited for like one in flight;
-            // an HTTP/2 connection until it has closed, so its last frames (a watch's
-            // END_STREAM) are sent.
-            let busy = || {
-                admission.short_in_flight()
-                    + admission.long_running_open()
-                    + connections.heads_arriving()
-                    + connections.h2_connections()
-                    > 0
-            };
-            while busy() && started.elapsed() < grace {
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            tracing::info!(
-                in_flight = admission.short_in_flight(),
-                long_running = admission.long_running_open(),
-                "drained; exiting"
-            );
-            std::process::exit(0);
-        });
-        ShutdownSignal::GracefulTerminate
-    }
-}
 
 /// The certificate reloader as a pingora background service.
 struct Reloading(Mutex<Option<Reloader>>);
@@ -361,7 +272,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     ));
     server.add_service(background_service(
         "memory trim",
-        crate::memory::Trimmer(connections.clone()),
+        crate::process::memory::Trimmer(connections.clone()),
     ));
     server.add_service(background_service(
         "certificate reload",
@@ -397,7 +308,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
 /// living on with a dead thread.
 fn install_panic_hook(started: Arc<AtomicBool>) {
     std::panic::set_hook(Box::new(move |info| {
-        crate::metrics::metrics().panics_total.inc();
+        crate::ops::metrics::metrics().panics_total.inc();
         let location = info
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))
@@ -458,11 +369,7 @@ pub fn run(built: Built) -> ! {
     install_panic_hook(started.clone());
     watch_start(built.listen, built.admin, started, built.summary);
     built.server.run(RunArgs {
-        shutdown_signal: Box::new(Drain {
-            times: built.drain,
-            admission: built.admission,
-            connections: built.connections,
-        }),
+        shutdown_signal: Box::new(Drain::new(built.drain, built.admission, built.connections)),
     });
     std::process::exit(0)
 }

@@ -4,8 +4,8 @@
 //! not draining) and `/debug/capabilities` (what `auto` mode has learned).
 //! Never the proxy port.
 
-use crate::admission::Admission;
-use crate::metrics::metrics;
+use crate::limits::admission::Admission;
+use crate::ops::metrics::metrics;
 use crate::proxy::upstream::Readiness;
 use async_trait::async_trait;
 use http::Response;
