@@ -22,11 +22,14 @@
 //! - [`forwarded`]: the `X-Forwarded-For` line upstream (append the client, or replace).
 //! - [`upstream_cbor`]: upgrade mode: whether an answer shows the upstream refuses CBOR
 //!   (or speaks it), for `/readyz`.
+//! - [`client`]: which client a request comes from (`User-Agent`): a bounded family and
+//!   its Kubernetes version.
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
 pub mod auto;
 pub mod byte_fields;
+pub mod client;
 pub mod encoding;
 pub mod forwarded;
 mod go_float;
