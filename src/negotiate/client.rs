@@ -105,7 +105,8 @@ mod tests {
     #[test]
     fn user_agents_name_a_bounded_family_and_a_version() {
         use ClientFamily::*;
-        let table: &[(Option<&str>, ClientFamily, Option<(u16, u16)>)] = &[
+        type Row<'a> = (Option<&'a str>, ClientFamily, Option<(u16, u16)>);
+        let table: &[Row] = &[
             (
                 Some("kubectl/v1.36.3 (linux/amd64) kubernetes/2b3c4d5"),
                 Kubectl,
