@@ -395,6 +395,46 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// The protocol an upgraded connection speaks: the `protocol` label of
+/// `cborgate_upgrades_active`, from the client's `Upgrade` header (kubectl's exec,
+/// attach and port-forward ask for SPDY/3.1 or, since 1.30, a WebSocket).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeProtocol {
+    Spdy,
+    WebSocket,
+    Other,
+}
+
+impl UpgradeProtocol {
+    pub const ALL: [UpgradeProtocol; 3] = [
+        UpgradeProtocol::Spdy,
+        UpgradeProtocol::WebSocket,
+        UpgradeProtocol::Other,
+    ];
+
+    /// Reads the `Upgrade` header's value (case ignored).
+    pub fn of(upgrade: Option<&str>) -> UpgradeProtocol {
+        let Some(v) = upgrade.map(str::trim) else {
+            return UpgradeProtocol::Other;
+        };
+        if v.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("spdy")) {
+            UpgradeProtocol::Spdy
+        } else if v.eq_ignore_ascii_case("websocket") {
+            UpgradeProtocol::WebSocket
+        } else {
+            UpgradeProtocol::Other
+        }
+    }
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            UpgradeProtocol::Spdy => "spdy",
+            UpgradeProtocol::WebSocket => "websocket",
+            UpgradeProtocol::Other => "other",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -675,5 +715,21 @@ mod tests {
         assert_eq!(query_first_value("a%3Db=1", "a=b").as_deref(), Some("1"));
         assert_eq!(query_first_value("&&a&", "a").as_deref(), Some(""));
         assert_eq!(query_first_value("a=%", "a"), None);
+    }
+
+    #[test]
+    fn upgrade_protocols_are_a_bounded_label() {
+        for (header, want) in [
+            (Some("SPDY/3.1"), UpgradeProtocol::Spdy),
+            (Some("spdy/3.1"), UpgradeProtocol::Spdy),
+            (Some("websocket"), UpgradeProtocol::WebSocket),
+            (Some("WebSocket"), UpgradeProtocol::WebSocket),
+            (Some("h2c"), UpgradeProtocol::Other),
+            (Some("spd"), UpgradeProtocol::Other),
+            (Some(""), UpgradeProtocol::Other),
+            (None, UpgradeProtocol::Other),
+        ] {
+            assert_eq!(UpgradeProtocol::of(header), want, "{header:?}");
+        }
     }
 }

@@ -98,6 +98,24 @@ pub struct Metrics {
     codecs: Vec<CodecSeries>,
 }
 
+/// A gauge counted up while this is held and down when it is dropped, on every path
+/// (panics included): `cborgate_watch_streams_active`, `cborgate_upgrades_active`.
+#[derive(Debug)]
+pub struct GaugeHeld(IntGauge);
+
+impl GaugeHeld {
+    pub fn hold(gauge: &IntGauge) -> GaugeHeld {
+        gauge.inc();
+        GaugeHeld(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHeld {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// One direction and pair of formats of the codec families: its time, and the bytes
 /// on each side.
 pub struct CodecSeries {
