@@ -98,6 +98,40 @@ pub struct Metrics {
     codecs: Vec<CodecSeries>,
 }
 
+/// Who answered a 415 or a 406: the `origin` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// cborgate, from the request head.
+    Proxy,
+    /// The upstream.
+    Upstream,
+}
+
+impl Origin {
+    const fn label(self) -> &'static str {
+        match self {
+            Origin::Proxy => "proxy",
+            Origin::Upstream => "upstream",
+        }
+    }
+}
+
+/// Count a 415 or 406 (any other code is not counted here) by who answered it.
+pub fn count_refusal(code: u16, origin: Origin) {
+    let m = metrics();
+    match code {
+        415 => m
+            .unsupported_media_type_total
+            .with_label_values(&[origin.label()])
+            .inc(),
+        406 => m
+            .not_acceptable_total
+            .with_label_values(&[origin.label()])
+            .inc(),
+        _ => {}
+    }
+}
+
 /// A gauge counted up while this is held and down when it is dropped, on every path
 /// (panics included): `cborgate_watch_streams_active`, `cborgate_upgrades_active`.
 #[derive(Debug)]

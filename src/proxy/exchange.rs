@@ -375,7 +375,7 @@ impl Exchange {
                 let gauge = metrics().upgrades_active.with_label_values(&[label]);
                 self.held.upgrade = Some(GaugeHeld::hold(&gauge));
             }
-            code => super::request_log::count_refusal(code, super::request_log::Origin::Upstream),
+            code => crate::ops::metrics::count_refusal(code, crate::ops::metrics::Origin::Upstream),
         }
     }
 

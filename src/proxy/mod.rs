@@ -36,6 +36,7 @@ use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
+use crate::ops::metrics::{count_refusal, Origin};
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
@@ -44,7 +45,6 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
 use pingora::{Error, ErrorType};
-use request_log::{count_refusal, Origin};
 use std::sync::Arc;
 use std::time::Duration;
 use transcode::CodecSettings;

@@ -12,10 +12,10 @@
 //! again whatever its method (docs/wire.md §5a).
 
 use super::exchange::{Exchange, RetryFacts};
-use super::request_log::{count_refusal, Origin};
 use super::transcode::CodecSettings;
 use crate::limits::budget::BodyBudget;
 use crate::ops::metrics::metrics;
+use crate::ops::metrics::{count_refusal, Origin};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;

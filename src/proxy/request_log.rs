@@ -1,5 +1,4 @@
-//! What each request leaves behind: the 415s and 406s counted by origin,
-//! `cborgate_requests_total` and the duration histogram, its one log line
+//! What each request leaves behind: `cborgate_requests_total` and the duration histogram, its one log line
 //! (docs/surface.md "Logs"), and what it held given back.
 
 use super::exchange::Exchange;
@@ -16,40 +15,6 @@ const CLIENT_CLOSED: u16 = 499;
 /// `0.035667000000000004`.
 fn ms(d: Duration) -> f64 {
     d.as_micros() as f64 / 1000.0
-}
-
-/// Who answered a 415 or a 406: the `origin` label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// cborgate, from the request head.
-    Proxy,
-    /// The upstream.
-    Upstream,
-}
-
-impl Origin {
-    const fn label(self) -> &'static str {
-        match self {
-            Origin::Proxy => "proxy",
-            Origin::Upstream => "upstream",
-        }
-    }
-}
-
-/// Count a 415 or 406 (any other code is not counted here) by who answered it.
-pub fn count_refusal(code: u16, origin: Origin) {
-    let m = metrics();
-    match code {
-        415 => m
-            .unsupported_media_type_total
-            .with_label_values(&[origin.label()])
-            .inc(),
-        406 => m
-            .not_acceptable_total
-            .with_label_values(&[origin.label()])
-            .inc(),
-        _ => {}
-    }
 }
 
 /// The request is over: count it, write its line, and give back what it held.
