@@ -48,11 +48,27 @@ pub const BODY_UNSUPPORTED_MESSAGE: &str = "the body of the request was in an un
      accepted media types include: application/json, application/yaml, \
      application/vnd.kubernetes.protobuf, application/cbor";
 
-/// How cborgate treats the upstream (WIRE.md §5).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// How cborgate treats the upstream (docs/wire.md §5): `upstream.mode` and `--mode`,
+/// read by serde and clap from the variants' names. Adding a mode is a variant here and
+/// its plan in [`plan_with`].
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Deserialize,
+    serde::Serialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum UpstreamMode {
-    /// Learn per (verb, group, resource) whether the upstream takes CBOR: planned as
-    /// [`UpstreamMode::Legacy`], then made CBOR-first by [`super::auto`].
+    // Planned as `Legacy`, then made CBOR-first by `auto.rs`.
+    /// Learn per verb, group and resource whether the upstream takes CBOR, and send it
+    /// CBOR where it does
     #[default]
     Auto,
     /// The upstream speaks JSON only: always transcode.
@@ -61,6 +77,15 @@ pub enum UpstreamMode {
     Native,
     /// Load-test gateway: JSON clients are sent to the upstream as CBOR.
     Upgrade,
+}
+
+impl std::fmt::Display for UpstreamMode {
+    /// The name `upstream.mode` and `--mode` take.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        let name = self.to_possible_value();
+        f.write_str(name.as_ref().map_or("", |v| v.get_name()))
+    }
 }
 
 /// What [`plan`] needs of a request.

@@ -96,12 +96,7 @@ impl Gate {
         admission: Arc<Admission>,
         budget: Arc<BodyBudget>,
     ) -> Self {
-        let mode = match config.upstream.mode {
-            crate::config::Mode::Auto => UpstreamMode::Auto,
-            crate::config::Mode::Legacy => UpstreamMode::Legacy,
-            crate::config::Mode::Native => UpstreamMode::Native,
-            crate::config::Mode::Upgrade => UpstreamMode::Upgrade,
-        };
+        let mode = config.upstream.mode;
         let caps = Arc::new(Capabilities::new(Duration::from_secs(
             config.upstream.capability_ttl_seconds,
         )));
@@ -109,7 +104,7 @@ impl Gate {
             buffers: Arc::default(),
             transcoders: Arc::default(),
             window: config.codec.window_bytes,
-            strings: config.string_mode(),
+            strings: config.codec.strings,
             limits: config.codec_limits(),
             request: RequestLimits {
                 max_header_bytes: config.server.max_header_bytes,
