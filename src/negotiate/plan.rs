@@ -194,7 +194,7 @@ pub struct LocalReply {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// The verb label (see [`route::normalize_verb`]).
-    pub verb: &'static str,
+    pub verb: route::Verb,
     /// What the path addresses.
     pub route: Route,
     /// The request body's format, from `Content-Type`; [`Format::None`] without one.
@@ -271,14 +271,14 @@ impl Plan {
     /// (exec, attach, port-forward) exist only there. Everything else may share an HTTP/2
     /// connection, watches included.
     pub fn needs_http1(&self) -> bool {
-        self.verb == "CONNECT"
+        self.verb == route::Verb::Connect
     }
 
     /// The key under which upstream capabilities are remembered: (verb, group, resource),
     /// for resource routes only.
     pub fn capability_key(&self) -> Option<CapabilityKey<'_>> {
         match &self.route {
-            Route::Resource(r) => Some((self.verb, r.group.as_str(), r.resource.as_str())),
+            Route::Resource(r) => Some((self.verb.label(), r.group.as_str(), r.resource.as_str())),
             _ => None,
         }
     }
@@ -339,7 +339,7 @@ impl Plan {
 struct Emulation<'a> {
     /// Upgrade mode: the CBOR type a JSON body of this request would become.
     body_as_cbor: Option<&'static str>,
-    verb: &'static str,
+    verb: route::Verb,
     route: Route,
     request_format: Format,
     error_format: Format,
@@ -514,7 +514,7 @@ impl<'a> Emulation<'a> {
     }
 
     fn base_plan(
-        verb: &'static str,
+        verb: route::Verb,
         route: Route,
         request_format: Format,
         error_format: Format,

@@ -9,7 +9,7 @@ use super::auto::Learned;
 use super::encoding;
 use super::media::Format;
 use super::plan::{Plan, ResponseAction};
-use super::route::Route;
+use super::route::{Route, Verb};
 use crate::codec::fields::Schema;
 
 /// What the upstream's response head says, as far as decisions go.
@@ -183,7 +183,8 @@ impl Plan {
         match status {
             401 | 403 | 405 => true,
             404 => {
-                self.response == ResponseAction::JsonToCbor { watch: true } || self.verb == "LIST"
+                self.response == ResponseAction::JsonToCbor { watch: true }
+                    || self.verb == Verb::List
             }
             _ => false,
         }

@@ -489,7 +489,7 @@ impl Exchange {
     pub fn record(&self, written: Option<u16>) -> Record<'_> {
         let (verb, request_format, response_format, auth, user) = match &self.stage {
             Stage::Planned(p) => (
-                p.plan.verb,
+                p.plan.verb.label(),
                 p.plan.request_format.as_str(),
                 self.account
                     .format
