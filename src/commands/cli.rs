@@ -193,6 +193,10 @@ pub struct ServeArgs {
     /// (codec.max_request_body_bytes) [default: 3145728].
     #[arg(long, value_name = "BYTES")]
     pub codec_max_request_body_bytes: Option<usize>,
+    /// Distinct (group, resource) pairs that get metric labels of their own; later ones
+    /// are counted as "(other)" (metrics.max_resources) [default: 200].
+    #[arg(long, value_name = "N")]
+    pub metrics_max_resources: Option<usize>,
     /// Log format (log.format) [default: text].
     #[arg(long, value_parser = ["text", "json"])]
     pub log_format: Option<String>,
@@ -337,6 +341,7 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         );
     }
     set(&mut c.codec.strings, &args.codec_strings);
+    put(&mut c.metrics.max_resources, args.metrics_max_resources);
     c.validate()?;
     c.validate_client_certificates()?;
     if c.upstream.url.is_empty() {

@@ -10,7 +10,7 @@ use crate::codec::{
     Transcoder,
 };
 use crate::negotiate::encoding::GZIP_LEVEL;
-use crate::ops::metrics::{metrics, CodecSeries};
+use crate::ops::metrics::{metrics, CodecSeries, ResourceSeries};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -64,8 +64,10 @@ pub struct BodyCodec {
 
 impl BodyCodec {
     /// A response body (JSON → CBOR); `watch` for a watch stream. The transcoder comes
-    /// from `transcoders` and goes back there when the body is done.
+    /// from `transcoders` and goes back there when the body is done. `resource`: the
+    /// request's (group, resource) labels, for the codec families.
     pub fn response(
+        resource: &'static ResourceSeries,
         schema: Schema,
         watch: bool,
         window: usize,
@@ -82,12 +84,23 @@ impl BodyCodec {
             limits,
             schema,
         });
-        Self::new(Direction::Response, ("json", "cbor"), watch, Box::new(t))
+        Self::new(
+            resource,
+            Direction::Response,
+            ("json", "cbor"),
+            watch,
+            Box::new(t),
+        )
     }
 
     /// A request body (CBOR → JSON); `declared_len` from Content-Length; `schema` says
     /// which fields are bytes.
-    pub fn request(declared_len: Option<u64>, limits: Limits, schema: Schema) -> Self {
+    pub fn request(
+        resource: &'static ResourceSeries,
+        declared_len: Option<u64>,
+        limits: Limits,
+        schema: Schema,
+    ) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: false,
             dedupe_keys: true,
@@ -95,12 +108,23 @@ impl BodyCodec {
             limits,
             schema,
         });
-        Self::new(Direction::Request, ("cbor", "json"), false, Box::new(t))
+        Self::new(
+            resource,
+            Direction::Request,
+            ("cbor", "json"),
+            false,
+            Box::new(t),
+        )
     }
 
     /// Upgrade mode: a JSON request body → CBOR for a CBOR-enabled upstream.
     /// Client input may repeat keys: the last one wins, as in Go.
-    pub fn request_to_cbor(window: usize, strings: StringMode, limits: Limits) -> Self {
+    pub fn request_to_cbor(
+        resource: &'static ResourceSeries,
+        window: usize,
+        strings: StringMode,
+        limits: Limits,
+    ) -> Self {
         let t = JsonToCbor::new(JsonToCborOptions {
             strings,
             window,
@@ -109,11 +133,21 @@ impl BodyCodec {
             limits,
             schema: Schema::Unstructured,
         });
-        Self::new(Direction::Request, ("json", "cbor"), false, Box::new(t))
+        Self::new(
+            resource,
+            Direction::Request,
+            ("json", "cbor"),
+            false,
+            Box::new(t),
+        )
     }
 
     /// Upgrade mode: a CBOR response (or `cbor-seq` watch) → JSON for the client.
-    pub fn response_to_json(watch: bool, limits: Limits) -> Self {
+    pub fn response_to_json(
+        resource: &'static ResourceSeries,
+        watch: bool,
+        limits: Limits,
+    ) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: watch,
             dedupe_keys: false,
@@ -121,17 +155,24 @@ impl BodyCodec {
             limits,
             schema: Schema::Unstructured,
         });
-        Self::new(Direction::Response, ("cbor", "json"), watch, Box::new(t))
+        Self::new(
+            resource,
+            Direction::Response,
+            ("cbor", "json"),
+            watch,
+            Box::new(t),
+        )
     }
 
     fn new(
+        resource: &'static ResourceSeries,
         direction: Direction,
         (from, to): (&'static str, &'static str),
         watch: bool,
         inner: Box<dyn Transcoder>,
     ) -> Self {
         let m = metrics();
-        let series = m.codec(direction.label(), from, to);
+        let series = resource.codec(direction.label(), from, to);
         let watch_metrics = watch.then(|| WatchMetrics {
             // Transcoded or not, the events are CBOR ones (docs/wire.md §6).
             events: m.watch_events_total.with_label_values(&["cbor"]),

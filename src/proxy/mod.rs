@@ -34,6 +34,7 @@ use crate::negotiate::local::Reply;
 use crate::negotiate::{
     plan_with, Failure, LocalReply, Plan, RequestHead, RequestLimits, UpstreamMode,
 };
+use crate::ops::metrics::ResourceLabels;
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
@@ -113,6 +114,7 @@ impl Gate {
                 max_request_body: config.codec.max_request_body_bytes as u64,
                 max_upstream_body: config.upstream.max_request_body_bytes,
             },
+            labels: Arc::new(ResourceLabels::new(config.metrics.max_resources)),
         };
         Gate {
             identity_headers: config.identity_headers(),
@@ -284,6 +286,9 @@ impl ProxyHttp for Gate {
         ex.pool = identity::pool_of(session, &who);
         ex.identity = Some(who);
         let (p, head_bytes, declared_len) = self.plan(session);
+        let user_agent = session.req_header().headers.get("user-agent");
+        let user_agent = user_agent.and_then(|v| v.to_str().ok());
+        ex.labels = Some(self.codecs.labels.request(&p.route, user_agent));
         let limits = self.codecs.request;
         if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
             return self.reply(session, ex, p, &r, false).await;
@@ -305,7 +310,7 @@ impl ProxyHttp for Gate {
             .clone()
             .or_else(|| p.body_refusal(declared_len, limits))
         {
-            request_log::count_refusal(r.code, "proxy");
+            request_log::count_refusal(r.code, "proxy", ex.labels);
             ex.admitted = Some(slot);
             return self.reply(session, ex, p, &r, false).await;
         }

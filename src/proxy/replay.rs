@@ -14,7 +14,7 @@
 use super::transcode::{CodecSettings, Exchange};
 use crate::limits::budget::BodyBudget;
 use crate::negotiate::pool::{retry, Attempt};
-use crate::ops::metrics::metrics;
+use crate::ops::metrics::{metrics, RequestLabels};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
@@ -23,10 +23,11 @@ use std::sync::Arc;
 /// other decision's): count it, get the JSON body ready, and return the error that
 /// makes pingora send the request again.
 pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> Box<Error> {
-    super::request_log::count_refusal(415, "upstream");
+    super::request_log::count_refusal(415, "upstream", ex.labels);
+    let [group, resource, client] = RequestLabels::values(ex.labels);
     metrics()
         .fallbacks_total
-        .with_label_values(&["unsupported_media_type"])
+        .with_label_values(&["unsupported_media_type", group, resource, client])
         .inc();
     if let Err(reply) = ex.start_replay(s, budget) {
         // The CBOR that went first does not make a JSON body the upstream takes: the

@@ -4,7 +4,7 @@
 //! (docs/surface.md "Logs").
 
 use super::transcode::Exchange;
-use crate::ops::metrics::metrics;
+use crate::ops::metrics::{metrics, RequestLabels};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::time::Duration;
@@ -38,22 +38,24 @@ pub fn count_response(session: &Session, ex: &mut Exchange, status: u16) {
             m.upgrades_active.with_label_values(&[label]).inc();
             ex.upgrade = Some(label);
         }
-        code => count_refusal(code, "upstream"),
+        code => count_refusal(code, "upstream", ex.labels),
     }
 }
 
 /// Count a 415 or 406 (any other code is not counted here) by its `origin`:
-/// `proxy`, answered by cborgate from the request head, or `upstream`.
-pub fn count_refusal(code: u16, origin: &str) {
+/// `proxy`, answered by cborgate from the request head, or `upstream`, and the
+/// request's group, resource and client.
+pub fn count_refusal(code: u16, origin: &str, labels: Option<RequestLabels>) {
     let m = metrics();
-    match code {
-        415 => m
-            .unsupported_media_type_total
-            .with_label_values(&[origin])
-            .inc(),
-        406 => m.not_acceptable_total.with_label_values(&[origin]).inc(),
-        _ => {}
-    }
+    let family = match code {
+        415 => &m.unsupported_media_type_total,
+        406 => &m.not_acceptable_total,
+        _ => return,
+    };
+    let [group, resource, client] = RequestLabels::values(labels);
+    family
+        .with_label_values(&[origin, group, resource, client])
+        .inc();
 }
 
 /// The request is over: give back what it held, count it, and write its line.
@@ -78,8 +80,11 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
         ),
         None => ("OTHER", "none", "none"),
     };
+    let [group, resource, client] = RequestLabels::values(ex.labels);
+    let mut buf = [0; 5];
+    let code_text = code_label(code, &mut buf);
     m.requests_total
-        .with_label_values(&[verb, code_label(code, &mut [0; 5]), req_fmt, resp_fmt])
+        .with_label_values(&[verb, code_text, req_fmt, resp_fmt, group, resource, client])
         .inc();
     let elapsed = ex.started.elapsed();
     m.request_duration_seconds

@@ -18,7 +18,7 @@ use crate::negotiate::{
     BodyAction, CborSupport, LocalReply, OnResponse, Plan, RequestLimits, ResponseAction,
     ResponseHead,
 };
-use crate::ops::metrics::metrics;
+use crate::ops::metrics::{metrics, RequestLabels, ResourceLabels};
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::Result;
@@ -36,6 +36,9 @@ pub struct CodecSettings {
     pub strings: StringMode,
     pub limits: Limits,
     pub request: RequestLimits,
+    /// The cap on distinct (group, resource) label pairs, where each request's labels
+    /// come from (`metrics.max_resources`).
+    pub labels: Arc<ResourceLabels>,
 }
 
 /// Everything about one request that outlives a callback.
@@ -89,6 +92,8 @@ pub struct Exchange {
     pub status: u16,
     /// Who the request is, and its identity headers upstream (decided first thing).
     pub identity: Option<Identity>,
+    /// Its `group`, `resource` and `client` metric labels (with its plan).
+    pub labels: Option<RequestLabels>,
     /// The upstream connections it may share (decided with its identity).
     pub pool: Pool,
     /// Attempts the upstream refused unprocessed that were sent again.
@@ -166,6 +171,7 @@ impl Default for Exchange {
             upgrade: None,
             status: 0,
             identity: None,
+            labels: None,
             pool: Pool::Anonymous,
             refused_retries: 0,
             connect_turn: None,
@@ -176,7 +182,8 @@ impl Default for Exchange {
 impl Exchange {
     /// Adopt the plan of an admitted request, and get its request body's codec ready.
     pub fn begin(&mut self, plan: Plan, slot: Slot, declared_len: Option<u64>, s: &CodecSettings) {
-        self.request_codec = Self::request_codec(&plan, self.replay, declared_len, s);
+        let labels = self.labels(s);
+        self.request_codec = Self::request_codec(&plan, self.replay, declared_len, s, labels);
         self.declared_len = declared_len;
         self.plan = Some(plan);
         self.admitted = Some(slot);
@@ -187,16 +194,23 @@ impl Exchange {
         replay: bool,
         declared_len: Option<u64>,
         s: &CodecSettings,
+        labels: RequestLabels,
     ) -> Option<BodyCodec> {
+        let resource = labels.resource;
         match plan.body_for_attempt(replay) {
             BodyAction::PassThrough => None,
             BodyAction::CborToJson { schema, .. } => {
-                Some(BodyCodec::request(declared_len, s.limits, schema))
+                Some(BodyCodec::request(resource, declared_len, s.limits, schema))
             }
-            BodyAction::JsonToCbor { .. } => {
-                Some(BodyCodec::request_to_cbor(s.window, s.strings, s.limits))
-            }
+            BodyAction::JsonToCbor { .. } => Some(BodyCodec::request_to_cbor(
+                resource, s.window, s.strings, s.limits,
+            )),
         }
+    }
+
+    /// The request's metric labels; those of a request never classified when it has none.
+    fn labels(&self, s: &CodecSettings) -> RequestLabels {
+        self.labels.unwrap_or_else(|| s.labels.unclassified())
     }
 
     /// Whether the body is still being read whole (before anything goes upstream), and
@@ -277,7 +291,8 @@ impl Exchange {
         let Some(p) = self.plan.as_ref() else {
             return Ok(());
         };
-        self.request_codec = Self::request_codec(p, true, self.declared_len, s);
+        let labels = self.labels(s);
+        self.request_codec = Self::request_codec(p, true, self.declared_len, s, labels);
         let Some(cbor) = self.held.take() else {
             return Ok(());
         };
@@ -408,6 +423,7 @@ impl Exchange {
         let (codec, watch) = match decision.action {
             ResponseAction::JsonToCbor { watch } => (
                 BodyCodec::response(
+                    self.labels(s).resource,
                     decision.schema,
                     watch,
                     s.window,
@@ -418,7 +434,11 @@ impl Exchange {
                 watch,
             ),
             ResponseAction::CborToJson { watch } => {
-                (BodyCodec::response_to_json(watch, s.limits), watch)
+                let resource = self.labels(s).resource;
+                (
+                    BodyCodec::response_to_json(resource, watch, s.limits),
+                    watch,
+                )
             }
             ResponseAction::PassThrough => return Ok(()),
         };
