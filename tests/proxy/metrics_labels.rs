@@ -490,3 +490,51 @@ fn the_guide_queries_answer_from_a_real_scrape() {
     .by(&["client"]);
     assert_eq!(by_client, share);
 }
+
+/// A query with its target matchers and Grafana's rate window taken out, and its
+/// whitespace and comment lines too: what the dashboard and the guide must share.
+fn bare(query: &str) -> String {
+    let text: Vec<&str> = query
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    text.join(" ")
+        .replace("namespace=~\"$namespace\", job=~\"$job\", ", "")
+        .replace("namespace=~\"$namespace\", job=~\"$job\"", "")
+        .replace("{}", "")
+        .replace("[$__rate_interval]", "[5m]")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The dashboard's "CBOR adoption" row shows the guide's queries, for the dashboard's
+/// namespace and job, and nothing else.
+#[test]
+fn the_dashboard_row_shows_the_guide_queries() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/monitoring/grafana-dashboard.json"
+    );
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dash["panels"].as_array().unwrap();
+    let row = panels
+        .iter()
+        .position(|p| p["type"] == "row" && p["title"] == "CBOR adoption")
+        .expect("a CBOR adoption row");
+    let shown: Vec<String> = panels[row + 1..]
+        .iter()
+        .take_while(|p| p["type"] != "row")
+        .flat_map(|p| p["targets"].as_array().unwrap().clone())
+        .map(|t| bare(t["expr"].as_str().unwrap()))
+        .collect();
+    let guide: BTreeSet<String> = guide_queries().values().map(|q| bare(q)).collect();
+    assert!(shown.len() >= 5, "{shown:#?}");
+    for q in &shown {
+        assert!(
+            guide.contains(q),
+            "not a query of the guide: {q}\n{guide:#?}"
+        );
+    }
+}
