@@ -282,6 +282,24 @@ impl Default for CodecConfig {
     }
 }
 
+/// The largest `metrics.max_resources`: each pair multiplies the series of the families
+/// that carry `group` and `resource` (docs/wire.md §6).
+pub const MAX_RESOURCE_LABELS: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Distinct (group, resource) label pairs with labels of their own; later ones are
+    /// counted as `(other)`. 0: every resource is `(other)`.
+    pub max_resources: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { max_resources: 200 }
+    }
+}
+
 /// `log.level` and `--log-level`: cborgate's own lines at this level and above. Anything
 /// else is a configuration error: an unknown level (`verbose`, `warning`) once reached
 /// the log filter, which read it as a target name and silenced every line.
@@ -340,6 +358,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub upstream: UpstreamConfig,
     pub codec: CodecConfig,
+    pub metrics: MetricsConfig,
     pub log: LogConfig,
 }
 
@@ -514,6 +533,12 @@ impl Config {
         }
         if self.codec.window_bytes == 0 {
             return Err(ConfigError("codec.window_bytes: must be at least 1".into()));
+        }
+        if self.metrics.max_resources > MAX_RESOURCE_LABELS {
+            return Err(ConfigError(format!(
+                "metrics.max_resources: {} is more than {MAX_RESOURCE_LABELS}",
+                self.metrics.max_resources
+            )));
         }
         Ok(())
     }
@@ -762,7 +787,7 @@ fn name_the_flag(message: &str) -> String {
     match message.split_once(": ") {
         Some((key, rest))
             if key.split_once('.').is_some_and(|(section, k)| {
-                ["server", "upstream", "codec", "log"].contains(&section)
+                ["server", "upstream", "codec", "metrics", "log"].contains(&section)
                     && !k.is_empty()
                     && k.bytes()
                         .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())

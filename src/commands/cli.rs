@@ -193,6 +193,10 @@ pub struct ServeArgs {
     /// (codec.max_request_body_bytes) [default: 3145728].
     #[arg(long, value_name = "BYTES")]
     pub codec_max_request_body_bytes: Option<usize>,
+    /// Distinct (group, resource) pairs that get metric labels of their own; later ones
+    /// are counted as "(other)" (metrics.max_resources) [default: 200].
+    #[arg(long, value_name = "N")]
+    pub metrics_max_resources: Option<usize>,
     /// Log format (log.format) [default: text].
     #[arg(long)]
     pub log_format: Option<crate::config::LogFormat>,
@@ -323,6 +327,7 @@ pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
         );
     }
     put(&mut c.codec.strings, args.codec_strings);
+    put(&mut c.metrics.max_resources, args.metrics_max_resources);
     let c = c.check(args.config.as_deref())?;
     if c.upstream.url.is_empty() {
         return Err(ConfigError(

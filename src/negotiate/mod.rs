@@ -24,6 +24,7 @@
 //!   (or speaks it), for `/readyz`.
 //! - [`client`]: which client a request comes from (`User-Agent`): a bounded family and
 //!   its Kubernetes version.
+//! - [`labels`]: the `group`, `resource` and `client` labels of a request's metrics.
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
@@ -36,6 +37,7 @@ mod go_float;
 mod go_sort;
 pub mod identity;
 pub mod intake;
+pub mod labels;
 pub mod local;
 pub mod media;
 pub mod plan;

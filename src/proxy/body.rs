@@ -10,7 +10,7 @@ use crate::codec::{
     Transcoder,
 };
 use crate::negotiate::encoding::GZIP_LEVEL;
-use crate::ops::metrics::{metrics, CodecSeries, Transcoding};
+use crate::ops::metrics::{metrics, CodecSeries, ResourceSeries, Transcoding};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -46,8 +46,10 @@ pub struct BodyCodec {
 
 impl BodyCodec {
     /// A response body (JSON → CBOR); `watch` for a watch stream. The transcoder comes
-    /// from `transcoders` and goes back there when the body is done.
+    /// from `transcoders` and goes back there when the body is done. `resource`: the
+    /// request's (group, resource) labels, for the codec families.
     pub fn response(
+        resource: &'static ResourceSeries,
         schema: Schema,
         watch: bool,
         window: usize,
@@ -64,12 +66,22 @@ impl BodyCodec {
             limits,
             schema,
         });
-        Self::new(Transcoding::ResponseJsonToCbor, watch, Box::new(t))
+        Self::new(
+            resource,
+            Transcoding::ResponseJsonToCbor,
+            watch,
+            Box::new(t),
+        )
     }
 
     /// A request body (CBOR → JSON); `declared_len` from Content-Length; `schema` says
     /// which fields are bytes.
-    pub fn request(declared_len: Option<u64>, limits: Limits, schema: Schema) -> Self {
+    pub fn request(
+        resource: &'static ResourceSeries,
+        declared_len: Option<u64>,
+        limits: Limits,
+        schema: Schema,
+    ) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: false,
             dedupe_keys: true,
@@ -77,12 +89,17 @@ impl BodyCodec {
             limits,
             schema,
         });
-        Self::new(Transcoding::RequestCborToJson, false, Box::new(t))
+        Self::new(resource, Transcoding::RequestCborToJson, false, Box::new(t))
     }
 
     /// Upgrade mode: a JSON request body → CBOR for a CBOR-enabled upstream.
     /// Client input may repeat keys: the last one wins, as in Go.
-    pub fn request_to_cbor(window: usize, strings: StringMode, limits: Limits) -> Self {
+    pub fn request_to_cbor(
+        resource: &'static ResourceSeries,
+        window: usize,
+        strings: StringMode,
+        limits: Limits,
+    ) -> Self {
         let t = JsonToCbor::new(JsonToCborOptions {
             strings,
             window,
@@ -91,11 +108,15 @@ impl BodyCodec {
             limits,
             schema: Schema::Unstructured,
         });
-        Self::new(Transcoding::RequestJsonToCbor, false, Box::new(t))
+        Self::new(resource, Transcoding::RequestJsonToCbor, false, Box::new(t))
     }
 
     /// Upgrade mode: a CBOR response (or `cbor-seq` watch) → JSON for the client.
-    pub fn response_to_json(watch: bool, limits: Limits) -> Self {
+    pub fn response_to_json(
+        resource: &'static ResourceSeries,
+        watch: bool,
+        limits: Limits,
+    ) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: watch,
             dedupe_keys: false,
@@ -103,12 +124,22 @@ impl BodyCodec {
             limits,
             schema: Schema::Unstructured,
         });
-        Self::new(Transcoding::ResponseCborToJson, watch, Box::new(t))
+        Self::new(
+            resource,
+            Transcoding::ResponseCborToJson,
+            watch,
+            Box::new(t),
+        )
     }
 
-    fn new(transcoding: Transcoding, watch: bool, inner: Box<dyn Transcoder>) -> Self {
+    fn new(
+        resource: &'static ResourceSeries,
+        transcoding: Transcoding,
+        watch: bool,
+        inner: Box<dyn Transcoder>,
+    ) -> Self {
         let m = metrics();
-        let series = m.codec(transcoding);
+        let series = resource.codec(transcoding);
         let watch_metrics = watch.then(|| WatchMetrics {
             // Transcoded or not, the events are CBOR ones (docs/wire.md §6).
             events: m.watch_events_total.with_label_values(&["cbor"]),

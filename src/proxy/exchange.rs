@@ -17,7 +17,7 @@ use crate::negotiate::{
     BodyAction, CapabilityKey, CborSupport, ClientFraming, Failure, Intake, Learned, Plan, Reply,
     ResponseHead,
 };
-use crate::ops::metrics::{metrics, GaugeHeld};
+use crate::ops::metrics::{count_refusal, metrics, GaugeHeld, Origin, RequestLabels};
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
@@ -46,6 +46,8 @@ struct Planned {
     identity: Identity,
     /// The upstream connections it may share (decided with its identity).
     pool: Pool,
+    /// Its `group`, `resource` and `client` metric labels.
+    labels: RequestLabels,
     request: RequestBody,
     response: ResponseBody,
     /// Attempts the upstream refused unprocessed that were sent again.
@@ -155,21 +157,23 @@ impl Default for Exchange {
 
 impl Exchange {
     /// Plan the request (once): its plan, who it is, the connections it may share, its
-    /// admission slot if it has one, and its body's declared length.
+    /// metric labels, its admission slot if it has one, and its body's declared length.
     pub fn plan(
         &mut self,
         plan: Plan,
         identity: Identity,
         pool: Pool,
+        labels: RequestLabels,
         admitted: Option<Slot>,
         declared_len: Option<u64>,
     ) {
         self.held.admitted = admitted;
-        let request = RequestBody::new(&plan, declared_len);
+        let request = RequestBody::new(&plan, declared_len, labels.resource);
         self.stage = Stage::Planned(Box::new(Planned {
             plan,
             identity,
             pool,
+            labels,
             request,
             response: ResponseBody::default(),
             refused_retries: 0,
@@ -375,7 +379,7 @@ impl Exchange {
                 let gauge = metrics().upgrades_active.with_label_values(&[label]);
                 self.held.upgrade = Some(GaugeHeld::hold(&gauge));
             }
-            code => crate::ops::metrics::count_refusal(code, crate::ops::metrics::Origin::Upstream),
+            code => count_refusal(code, Origin::Upstream, self.labels()),
         }
     }
 
@@ -396,7 +400,7 @@ impl Exchange {
         if decision.watch_stream && self.held.watch.is_none() {
             self.held.watch = Some(GaugeHeld::hold(&metrics().watch_streams_active));
         }
-        p.response.prepare(s);
+        p.response.prepare(s, p.labels.resource);
         let Some(edits) = decision.relabel(framing) else {
             return Ok(());
         };
@@ -443,6 +447,11 @@ impl Exchange {
             Stage::Planned(p) => p.response.take_unsent(),
             Stage::Arrived => None,
         }
+    }
+
+    /// Its `group`, `resource` and `client` metric labels (`None`: never planned).
+    pub fn labels(&self) -> Option<RequestLabels> {
+        self.planned().ok().map(|p| p.labels)
     }
 
     /// Record `reply` as the request's answer (its format labels the request; its
@@ -565,6 +574,7 @@ mod tests {
                 max_request_body: 1 << 20,
                 max_upstream_body: 1 << 20,
             },
+            labels: Arc::new(crate::ops::metrics::ResourceLabels::new(10)),
         }
     }
 
@@ -578,10 +588,12 @@ mod tests {
         };
         let mut ex = Exchange::default();
         let who = identify(None, &HeaderNames::default(), std::iter::empty);
+        let labels = settings().labels.unclassified();
         ex.plan(
             plan(&head, UpstreamMode::Legacy),
             who,
             Pool::Anonymous,
+            labels,
             None,
             None,
         );

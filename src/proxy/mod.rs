@@ -36,7 +36,7 @@ use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
-use crate::ops::metrics::{count_refusal, Origin};
+use crate::ops::metrics::{count_refusal, Origin, ResourceLabels};
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
@@ -111,6 +111,7 @@ impl Gate {
                 max_request_body: config.codec.max_request_body_bytes as u64,
                 max_upstream_body: config.upstream.max_request_body_bytes,
             },
+            labels: Arc::new(ResourceLabels::new(config.metrics.max_resources)),
         };
         Gate {
             identity_headers: config.identity_headers(),
@@ -274,6 +275,9 @@ impl ProxyHttp for Gate {
         let who = identity::decide(session, &self.identity_headers);
         let pool = identity::pool_of(session, &who);
         let (plan, head_bytes, declared_len) = self.plan(session);
+        let user_agent = session.req_header().headers.get("user-agent");
+        let user_agent = user_agent.and_then(|v| v.to_str().ok());
+        let labels = self.codecs.labels.request(&plan.route, user_agent);
         let facts = HeadFacts {
             identity: &who,
             head_bytes,
@@ -286,10 +290,10 @@ impl ProxyHttp for Gate {
             slot = self.admission.admit(long_running, self.limit(class)).ok();
             slot.is_some()
         });
-        ex.plan(plan, who, pool, slot, declared_len);
+        ex.plan(plan, who, pool, labels, slot, declared_len);
         let reply = match refusal {
             Some(r) => {
-                count_refusal(r.reply.status.code, Origin::Proxy);
+                count_refusal(r.reply.status.code, Origin::Proxy, Some(labels));
                 Some(r.reply)
             }
             None => self.read_body(session, ex).await?,

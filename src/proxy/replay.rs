@@ -14,8 +14,7 @@
 use super::exchange::{Exchange, RetryFacts};
 use super::transcode::CodecSettings;
 use crate::limits::budget::BodyBudget;
-use crate::ops::metrics::metrics;
-use crate::ops::metrics::{count_refusal, Origin};
+use crate::ops::metrics::{count_refusal, metrics, Origin, RequestLabels};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
@@ -24,10 +23,12 @@ use std::sync::Arc;
 /// other decision's): count it, get the JSON body ready, and return the error that
 /// makes pingora send the request again.
 pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> Box<Error> {
-    count_refusal(415, Origin::Upstream);
+    let labels = ex.labels();
+    count_refusal(415, Origin::Upstream, labels);
+    let [group, resource, client] = RequestLabels::values(labels);
     metrics()
         .fallbacks_total
-        .with_label_values(&["unsupported_media_type"])
+        .with_label_values(&["unsupported_media_type", group, resource, client])
         .inc();
     if let Err(reply) = ex.start_replay(s, budget) {
         // The CBOR that went first does not make a JSON body the upstream takes: the

@@ -12,7 +12,7 @@ use crate::negotiate::local::keeps_tail;
 use crate::negotiate::{
     BodyAction, BodyProgress, Intake, OnResponse, Plan, RequestLimits, ResponseAction,
 };
-use crate::ops::metrics::metrics;
+use crate::ops::metrics::{metrics, ResourceLabels, ResourceSeries};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +28,9 @@ pub struct CodecSettings {
     pub strings: StringMode,
     pub limits: Limits,
     pub request: RequestLimits,
+    /// The cap on distinct (group, resource) label pairs, where each request's labels
+    /// come from (`metrics.max_resources`).
+    pub labels: Arc<ResourceLabels>,
 }
 
 /// The request body of one request, from its first piece to what each upstream attempt
@@ -51,11 +54,14 @@ pub struct RequestBody {
     charge: Option<Charge>,
     /// `auto`: the JSON replay after an upstream 415 is under way.
     replay: bool,
+    /// The request's (group, resource) labels, for the codec families.
+    resource: &'static ResourceSeries,
 }
 
 impl RequestBody {
-    pub fn new(plan: &Plan, declared_len: Option<u64>) -> Self {
+    pub fn new(plan: &Plan, declared_len: Option<u64>, resource: &'static ResourceSeries) -> Self {
         RequestBody {
+            resource,
             declared_len,
             next: match plan.reads_body_first() {
                 true => Intake::Read {
@@ -80,12 +86,18 @@ impl RequestBody {
     fn make_codec(&self, plan: &Plan, s: &CodecSettings) -> Option<BodyCodec> {
         match plan.body_for_attempt(self.replay) {
             BodyAction::PassThrough => None,
-            BodyAction::CborToJson { schema, .. } => {
-                Some(BodyCodec::request(self.declared_len, s.limits, schema))
-            }
-            BodyAction::JsonToCbor { .. } => {
-                Some(BodyCodec::request_to_cbor(s.window, s.strings, s.limits))
-            }
+            BodyAction::CborToJson { schema, .. } => Some(BodyCodec::request(
+                self.resource,
+                self.declared_len,
+                s.limits,
+                schema,
+            )),
+            BodyAction::JsonToCbor { .. } => Some(BodyCodec::request_to_cbor(
+                self.resource,
+                s.window,
+                s.strings,
+                s.limits,
+            )),
         }
     }
 
@@ -212,7 +224,7 @@ impl ResponseBody {
 
     /// Get the body's stages ready, as decided: the codec (then gzip), or only the
     /// event counter of a CBOR watch that passes through.
-    pub fn prepare(&mut self, s: &CodecSettings) {
+    pub fn prepare(&mut self, s: &CodecSettings, resource: &'static ResourceSeries) {
         let Some(decision) = self.decision else {
             return;
         };
@@ -225,6 +237,7 @@ impl ResponseBody {
         }
         let codec = match decision.action {
             ResponseAction::JsonToCbor { watch } => BodyCodec::response(
+                resource,
                 decision.schema,
                 watch,
                 s.window,
@@ -232,7 +245,9 @@ impl ResponseBody {
                 s.limits,
                 &s.transcoders,
             ),
-            ResponseAction::CborToJson { watch } => BodyCodec::response_to_json(watch, s.limits),
+            ResponseAction::CborToJson { watch } => {
+                BodyCodec::response_to_json(resource, watch, s.limits)
+            }
             ResponseAction::PassThrough => return,
         };
         self.codec = Some(codec.with_buffers(&s.buffers));
