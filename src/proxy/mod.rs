@@ -12,13 +12,15 @@
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
 //! - [`buffers`]: response chunk buffers, reused;
 //! - [`body`]: the codec driven over one body;
-//! - [`identity`]: who the request is, and its identity headers upstream.
+//! - [`identity`]: who the request is, and its identity headers upstream;
+//! - [`hold`]: answers to clients with old CBOR limits, held until their width is known.
 //!
 //! Admission is [`crate::limits::admission`].
 
 pub mod body;
 pub mod buffers;
 pub mod capabilities;
+pub mod hold;
 pub mod identity;
 pub mod local_reply;
 pub mod replay;
@@ -58,6 +60,7 @@ pub struct Gate {
     budget: Arc<BodyBudget>,
     codecs: CodecSettings,
     identity_headers: crate::negotiate::identity::HeaderNames,
+    hold: hold::Hold,
 }
 
 /// Join every value of a header with ", " (RFC 9110 list semantics).
@@ -116,6 +119,7 @@ impl Gate {
         };
         Gate {
             identity_headers: config.identity_headers(),
+            hold: hold::Hold::new(&config),
             config,
             upstream,
             mode,
@@ -314,6 +318,9 @@ impl ProxyHttp for Gate {
             self.answer(session, ex, &r, retry_after, true).await?;
             return Ok(true);
         }
+        if self.hold.protect(session, ex) {
+            return hold::serve(self, session, ex).await;
+        }
         Ok(false)
     }
 
@@ -406,6 +413,7 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         let decision = ex.decide_response(resp);
+        hold::on_head(ex);
         if let Some(support) = ex.cbor_support(resp) {
             self.upstream.readiness.record_cbor(support);
         }

@@ -96,6 +96,8 @@ pub struct Exchange {
     /// This request's turn to get an HTTP/2 upstream session (`Upstream::connect_turn`),
     /// given back once it has one, or when the exchange ends.
     pub connect_turn: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// A client with old CBOR limits that accepts JSON (`proxy::hold`): its family.
+    pub protected: Option<crate::negotiate::client::ClientFamily>,
 }
 
 /// Drop the headers that described the body before it was transcoded.
@@ -169,6 +171,7 @@ impl Default for Exchange {
             pool: Pool::Anonymous,
             refused_retries: 0,
             connect_turn: None,
+            protected: None,
         }
     }
 }
