@@ -21,6 +21,7 @@ mod legacy;
 mod limits;
 mod logs;
 mod modes;
+mod protect;
 mod shutdown;
 mod streams;
 mod tls;
