@@ -70,10 +70,13 @@ impl Hold {
         let text = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok());
         let user_agent = text("user-agent");
         let agent = identify(user_agent);
-        let old = self.protection.old_limits(agent, user_agent);
+        if !self.protection.old_limits(agent, user_agent) {
+            ex.protected = None;
+            return false;
+        }
         let accept = super::header_list(req, "accept");
         let declared = text("content-length").and_then(|v| v.trim().parse().ok());
-        let protected = self.protection.protects(plan, old, accept.as_deref());
+        let protected = self.protection.protects(plan, true, accept.as_deref());
         let held = self.protection.holds(plan, protected, declared);
         ex.protected = protected.then_some(agent.family);
         held && session.as_mut().is_body_empty()

@@ -280,3 +280,25 @@ fn a_held_request_whose_upstream_is_down_gets_a_status() {
         1.0,
     );
 }
+
+#[test]
+fn a_held_answer_made_cbor_is_gzipped_as_any_other() {
+    let h = Harness::start("legacy", &[]);
+    h.standin().emit_configmaps("narrow", 1000);
+    let r = once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/narrow/configmaps",
+        &[
+            ("User-Agent", OLD),
+            ("Accept", BOTH),
+            ("Accept-Encoding", "gzip"),
+        ],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.content_type(), CBOR);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let v = crate::streams::cbor_value(&crate::streams::gunzip(&r.body));
+    assert_eq!(items(&v), 1000);
+}
