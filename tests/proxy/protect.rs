@@ -302,3 +302,43 @@ fn a_held_answer_made_cbor_is_gzipped_as_any_other() {
     let v = crate::streams::cbor_value(&crate::streams::gunzip(&r.body));
     assert_eq!(items(&v), 1000);
 }
+
+/// A pooled upstream connection that the upstream closes as the next request arrives
+/// (as an apiserver closing an idle keep-alive connection does) costs a held request
+/// nothing: it is sent again on a new connection, and counted.
+#[test]
+fn a_held_request_on_a_closed_pooled_connection_is_sent_again() {
+    use std::io::{BufRead, BufReader};
+    const LIST: &str = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[]}"#;
+    let upstream = fake_upstream_seeing(|line, w| {
+        if line.contains("/readyz") {
+            let _ =
+                w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            return;
+        }
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{LIST}",
+            LIST.len()
+        );
+        // The next request on this connection: read its head, then close unanswered.
+        let mut r = BufReader::new(w.try_clone().unwrap());
+        let mut l = String::new();
+        while r.read_line(&mut l).unwrap_or(0) > 0 && l != "\r\n" {
+            l.clear();
+        }
+    });
+    let h = Harness::proxy_to(&format!("http://{upstream}"), "legacy", &[]);
+    for _ in 0..2 {
+        let r = get(&h, "/api/v1/configmaps", OLD, BOTH);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(items(&decode(&r)), 0);
+    }
+    assert_eq!(
+        h.metric(
+            "cborgate_upstream_retries_total",
+            &[("reason", "connection")]
+        ),
+        1.0
+    );
+}
