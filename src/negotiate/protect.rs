@@ -21,6 +21,7 @@ use super::client::{ClientAgent, ClientFamily};
 use super::media::{AcceptHeader, Offer, Restrictions};
 use super::plan::{Plan, ResponseAction};
 use super::response::OnResponse;
+use super::route::Verb;
 use super::Format;
 
 /// The Kubernetes minor versions whose client-go decodes CBOR with the old limits.
@@ -102,7 +103,7 @@ impl Protection {
     pub fn holds(&self, plan: &Plan, protected: bool, declared_len: Option<u64>) -> bool {
         protected
             && matches!(plan.response, ResponseAction::JsonToCbor { watch: false })
-            && matches!(plan.verb, "GET" | "LIST")
+            && matches!(plan.verb, Verb::Get | Verb::List)
             && declared_len.unwrap_or(0) == 0
             && !plan.long_running
             && plan.reply.is_none()
@@ -326,6 +327,7 @@ mod tests {
             format: "cbor",
             gzip: true,
             count_events: false,
+            watch_stream: false,
             schema: crate::codec::fields::Schema::Unstructured,
         };
         let single = decision(ResponseAction::JsonToCbor { watch: false });

@@ -63,7 +63,7 @@ impl Hold {
     /// [`Exchange::protected`], with its client family for the metric) and whether
     /// it is held (`true`: answer it with [`serve`]).
     pub fn protect(&self, session: &mut Session, ex: &mut Exchange) -> bool {
-        let Some(plan) = ex.plan.as_ref() else {
+        let Some(plan) = ex.planned_plan() else {
             return false;
         };
         let req = session.req_header();
@@ -71,14 +71,13 @@ impl Hold {
         let user_agent = text("user-agent");
         let agent = identify(user_agent);
         if !self.protection.old_limits(agent, user_agent) {
-            ex.protected = None;
             return false;
         }
         let accept = super::header_list(req, "accept");
         let declared = text("content-length").and_then(|v| v.trim().parse().ok());
         let protected = self.protection.protects(plan, true, accept.as_deref());
         let held = self.protection.holds(plan, protected, declared);
-        ex.protected = protected.then_some(agent.family);
+        ex.protect(protected.then_some(agent.family));
         held && session.as_mut().is_body_empty()
     }
 }
@@ -92,23 +91,23 @@ fn count(client: ClientFamily, reason: Reason) {
 }
 
 /// Send the upstream's JSON as it came instead of the CBOR decided at the head.
-fn answer_json(ex: &mut Exchange, reason: Reason) {
-    if let (Some(d), Some(client)) = (ex.response, ex.protected) {
-        let json = protect::as_json(d);
-        ex.format = Some(json.format);
-        ex.response = Some(json);
+fn answer_json(ex: &mut Exchange, reason: Reason) -> Result<()> {
+    if let (Some(d), Some(client)) = (ex.decision(), ex.protected()) {
+        ex.redecide(protect::as_json(d))?;
         count(client, reason);
     }
+    Ok(())
 }
 
 /// `upstream_response_filter`, after the head is decided: a protected watch is sent as
 /// the upstream's JSON (its events' width cannot be known at the head).
-pub fn on_head(ex: &mut Exchange) {
+pub fn on_head(ex: &mut Exchange) -> Result<()> {
     let verdict = ex
-        .response
-        .map(|d| protect::on_response(&d, ex.protected.is_some()));
-    if let Some(Verdict::Json(reason)) = verdict {
-        answer_json(ex, reason);
+        .decision()
+        .map(|d| protect::on_response(&d, ex.protected().is_some()));
+    match verdict {
+        Some(Verdict::Json(reason)) => answer_json(ex, reason),
+        _ => Ok(()),
     }
 }
 
@@ -162,7 +161,7 @@ async fn connect(
     loop {
         let got = gate.hold.connector.get_http_session(peer).await;
         // As `connected_to_upstream` and `fail_to_connect` do: the turn is over.
-        ex.connect_turn = None;
+        ex.connect_turn(None);
         let (mut up, reused) = got.map_err(|e| e.into_up())?;
         up.set_read_timeout(peer.options.read_timeout);
         match send(&mut up, req.clone()).await {
@@ -209,8 +208,8 @@ async fn exchange(
     gate.upstream_response_filter(session, &mut resp, ex)
         .await?;
     let verdict = ex
-        .response
-        .map(|d| protect::on_response(&d, ex.protected.is_some()));
+        .decision()
+        .map(|d| protect::on_response(&d, ex.protected().is_some()));
     let (held, mut end) = match verdict {
         Some(Verdict::Hold) => hold(gate, ex, up).await?,
         _ => (Vec::new(), false),
@@ -245,7 +244,7 @@ async fn hold(gate: &Gate, ex: &mut Exchange, up: &mut HttpSession) -> Result<(V
     let (mut held, mut bytes) = (Vec::new(), 0);
     loop {
         if bytes >= p.hold_bytes {
-            answer_json(ex, Reason::Undecided);
+            answer_json(ex, Reason::Undecided)?;
             return Ok((held, false));
         }
         let Some(piece) = up.read_response_body().await.map_err(|e| e.into_up())? else {
@@ -258,11 +257,11 @@ async fn hold(gate: &Gate, ex: &mut Exchange, up: &mut HttpSession) -> Result<(V
             Breadth::Within if up.response_done() => return Ok((held, true)),
             Breadth::Within => {}
             Breadth::Over => {
-                answer_json(ex, Reason::OverLimit);
+                answer_json(ex, Reason::OverLimit)?;
                 return Ok((held, up.response_done()));
             }
             Breadth::TooDeep => {
-                answer_json(ex, Reason::Undecided);
+                answer_json(ex, Reason::Undecided)?;
                 return Ok((held, up.response_done()));
             }
         }
