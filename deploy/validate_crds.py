@@ -84,9 +84,13 @@ SERVE_FLAGS = {
     "--upstream-http2": True, "--upstream-http2-max-streams": True,
     "--codec-window-bytes": True, "--codec-strings": True, "--codec-max-depth": True,
     "--codec-max-string-bytes": True, "--codec-max-request-body-bytes": True,
-    "--metrics-max-resources": True, "--log-level": True, "--log-format": True,
+    "--metrics-max-resources": True,
+    "--cbor-protection-user-agents": True, "--cbor-protection-max-elements": True,
+    "--cbor-protection-hold-bytes": True,
+    "--log-level": True, "--log-format": True,
     # Booleans: `--flag` alone is true; a value only as `--flag=true|false`.
     "--compress-responses": False, "--upstream-insecure-skip-verify": False,
+    "--cbor-protection-enabled": False, "--cbor-protection-all-clients": False,
 }
 MODES = {"auto", "legacy", "native", "upgrade"}
 

@@ -300,6 +300,43 @@ impl Default for MetricsConfig {
     }
 }
 
+/// Keeping answers that old CBOR decoders refuse from being made CBOR (docs/wire.md §2b).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CborProtectionConfig {
+    /// Answer JSON instead of CBOR when a client that decodes CBOR with the old limits
+    /// (and accepts JSON) would get an array or map wider than `max_elements`.
+    pub enabled: bool,
+    /// `User-Agent` patterns of further clients with the old limits: `*` any run of
+    /// bytes, `?` any one byte, matched against the whole value.
+    pub user_agents: Vec<String>,
+    /// Treat every client as one with the old limits.
+    pub all_clients: bool,
+    /// The widest array (elements) or map (pairs) such a client decodes.
+    pub max_elements: u64,
+    /// The most of a response's start held while it is decided, bytes.
+    pub hold_bytes: usize,
+}
+
+/// The decode limit of client-go 1.32–1.35 (apimachinery's CBOR decode modes:
+/// `MaxArrayElements` and `MaxMapPairs`, docs/wire.md §2b).
+pub const OLD_CBOR_LIMIT: u64 = 1024;
+
+/// The most `cbor_protection.hold_bytes` may be: each request held holds this much.
+pub const MAX_HOLD_BYTES: usize = 64 * 1024 * 1024;
+
+impl Default for CborProtectionConfig {
+    fn default() -> Self {
+        CborProtectionConfig {
+            enabled: true,
+            user_agents: Vec::new(),
+            all_clients: false,
+            max_elements: OLD_CBOR_LIMIT,
+            hold_bytes: 1024 * 1024,
+        }
+    }
+}
+
 /// `log.level` and `--log-level`: cborgate's own lines at this level and above. Anything
 /// else is a configuration error: an unknown level (`verbose`, `warning`) once reached
 /// the log filter, which read it as a target name and silenced every line.
@@ -359,6 +396,7 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub codec: CodecConfig,
     pub metrics: MetricsConfig,
+    pub cbor_protection: CborProtectionConfig,
     pub log: LogConfig,
 }
 
@@ -539,6 +577,28 @@ impl Config {
                 "metrics.max_resources: {} is more than {MAX_RESOURCE_LABELS}",
                 self.metrics.max_resources
             )));
+        }
+        self.validate_cbor_protection()
+    }
+
+    /// `[cbor_protection]`: a bound that holds something, patterns that match something.
+    fn validate_cbor_protection(&self) -> Result<(), ConfigError> {
+        let p = &self.cbor_protection;
+        if p.max_elements == 0 {
+            return Err(ConfigError(
+                "cbor_protection.max_elements: must be at least 1".into(),
+            ));
+        }
+        if p.hold_bytes == 0 || p.hold_bytes > MAX_HOLD_BYTES {
+            return Err(ConfigError(format!(
+                "cbor_protection.hold_bytes: {} is not between 1 and {MAX_HOLD_BYTES}",
+                p.hold_bytes
+            )));
+        }
+        if p.user_agents.iter().any(|u| u.is_empty()) {
+            return Err(ConfigError(
+                "cbor_protection.user_agents: an empty pattern matches no User-Agent".into(),
+            ));
         }
         Ok(())
     }
@@ -787,7 +847,15 @@ fn name_the_flag(message: &str) -> String {
     match message.split_once(": ") {
         Some((key, rest))
             if key.split_once('.').is_some_and(|(section, k)| {
-                ["server", "upstream", "codec", "metrics", "log"].contains(&section)
+                [
+                    "server",
+                    "upstream",
+                    "codec",
+                    "metrics",
+                    "cbor_protection",
+                    "log",
+                ]
+                .contains(&section)
                     && !k.is_empty()
                     && k.bytes()
                         .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
@@ -951,6 +1019,21 @@ mod tests {
                 e.0.contains("error, warn, info, debug, trace, off"),
                 "{level}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn cbor_protection_values_are_checked_naming_key_and_flag() {
+        let c = |t: &str| checked(&format!("[cbor_protection]\n{t}\n"));
+        assert!(c("user_agents = [\"my-operator/*\"]\nall_clients = true").is_ok());
+        for (text, want) in [
+            ("max_elements = 0", "cbor_protection.max_elements (--cbor-protection-max-elements): must be at least 1"),
+            ("hold_bytes = 0", "cbor_protection.hold_bytes (--cbor-protection-hold-bytes): 0 is not between"),
+            ("hold_bytes = 67108865", "cbor_protection.hold_bytes (--cbor-protection-hold-bytes): 67108865 is not between"),
+            ("user_agents = [\"\"]", "cbor_protection.user_agents (--cbor-protection-user-agents): an empty pattern"),
+        ] {
+            let e = c(text).unwrap_err();
+            assert!(e.0.starts_with(want), "{text}: {e}");
         }
     }
 

@@ -13,6 +13,7 @@
 //! offset and a [`Reason`] from a closed set.
 
 mod base64;
+mod breadth;
 mod buf;
 mod cbor_to_json;
 pub mod diag;
@@ -26,6 +27,7 @@ mod number;
 mod time;
 mod utf8;
 
+pub use breadth::{Breadth, BreadthScanner};
 pub use cbor_to_json::CborToJson;
 pub use error::{CodecError, Reason};
 pub use items::ItemCounter;

@@ -197,6 +197,29 @@ pub struct ServeArgs {
     /// are counted as "(other)" (metrics.max_resources) [default: 200].
     #[arg(long, value_name = "N")]
     pub metrics_max_resources: Option<usize>,
+    /// Answer JSON instead of CBOR when a client with client-go 1.32–1.35's CBOR decode
+    /// limits would get a wider array or map (cbor_protection.enabled) [default: true].
+    /// `--cbor-protection-enabled=false` turns it off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub cbor_protection_enabled: Option<bool>,
+    /// More User-Agent patterns of clients with the old CBOR limits, comma-separated;
+    /// `*` any run, `?` any one character (cbor_protection.user_agents).
+    #[arg(long, value_name = "PATTERNS", value_delimiter = ',', num_args = 0..)]
+    pub cbor_protection_user_agents: Option<Vec<String>>,
+    /// Treat every client as one with the old CBOR limits
+    /// (cbor_protection.all_clients) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub cbor_protection_all_clients: Option<bool>,
+    /// The widest array or map those clients decode
+    /// (cbor_protection.max_elements) [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub cbor_protection_max_elements: Option<u64>,
+    /// The most of a response's start held while it is decided, bytes
+    /// (cbor_protection.hold_bytes) [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub cbor_protection_hold_bytes: Option<usize>,
     /// Log format (log.format) [default: text].
     #[arg(long)]
     pub log_format: Option<crate::config::LogFormat>,
@@ -328,6 +351,14 @@ pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
     }
     put(&mut c.codec.strings, args.codec_strings);
     put(&mut c.metrics.max_resources, args.metrics_max_resources);
+    {
+        let p = &mut c.cbor_protection;
+        put(&mut p.enabled, args.cbor_protection_enabled);
+        list(&mut p.user_agents, &args.cbor_protection_user_agents);
+        put(&mut p.all_clients, args.cbor_protection_all_clients);
+        put(&mut p.max_elements, args.cbor_protection_max_elements);
+        put(&mut p.hold_bytes, args.cbor_protection_hold_bytes);
+    }
     let c = c.check(args.config.as_deref())?;
     if c.upstream.url.is_empty() {
         return Err(ConfigError(
@@ -423,7 +454,7 @@ mod tests {
 
     /// Two valid values for each key that is not a number or a boolean: the file's, then
     /// the flag's. Numbers and booleans get theirs from the default.
-    const TEXT_VALUES: [(&str, &str, &str); 22] = [
+    const TEXT_VALUES: [(&str, &str, &str); 23] = [
         ("server.listen", "\"127.0.0.1:18080\"", "127.0.0.1:18081"),
         ("server.admin", "\"127.0.0.1:19464\"", "127.0.0.1:19465"),
         ("server.tls_cert", "\"a.crt\"", "b.crt"),
@@ -460,6 +491,7 @@ mod tests {
         ("upstream.client_key", "\"a-cl.key\"", "b-cl.key"),
         ("upstream.http2", "\"off\"", "auto"),
         ("codec.strings", "\"text\"", "bytes"),
+        ("cbor_protection.user_agents", "[\"a/*\"]", "b/*,c/v0.0.0-*"),
         ("log.level", "\"debug\"", "warn"),
         ("log.format", "\"json\"", "text"),
     ];

@@ -25,6 +25,8 @@
 //! - [`client`]: which client a request comes from (`User-Agent`): a bounded family and
 //!   its Kubernetes version.
 //! - [`labels`]: the `group`, `resource` and `client` labels of a request's metrics.
+//! - [`protect`]: which clients decode CBOR with client-go 1.32–1.35's limits, and
+//!   whether an answer to them is held until its width is known (docs/wire.md §2b).
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
@@ -42,6 +44,7 @@ pub mod local;
 pub mod media;
 pub mod plan;
 pub mod pool;
+pub mod protect;
 pub mod response;
 pub mod route;
 pub mod upstream_cbor;

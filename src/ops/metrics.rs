@@ -12,8 +12,10 @@
 //! gets the same `&'static` labels without allocating.
 
 use crate::codec::Reason;
+use crate::negotiate::client::ClientFamily;
 use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
 use crate::negotiate::labels::{self, ResourceKey, DISCOVERY, NON_RESOURCE, OTHER};
+use crate::negotiate::protect::Reason as ProtectReason;
 use crate::negotiate::Route;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -61,6 +63,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_request_head_timeouts_total",
     "cborgate_memory_trims_total",
     "cborgate_certificate_expiry_timestamp_seconds",
+    "cborgate_cbor_protected_total",
 ];
 
 pub struct Metrics {
@@ -101,6 +104,8 @@ pub struct Metrics {
     pub memory_trims_total: IntCounter,
     /// `file` is one of [`RELOAD_FILES`]; a sample only for the files configured.
     pub certificate_expiry_timestamp_seconds: IntGaugeVec,
+    /// `client` is a [`ClientFamily`] label, `reason` a [`ProtectReason`] label.
+    pub cbor_protected_total: IntCounterVec,
 }
 
 /// Who answered a 415 or a 406: the `origin` label.
@@ -348,6 +353,9 @@ impl Metrics {
             certificate_expiry_timestamp_seconds: family!("gauge", "cborgate_certificate_expiry_timestamp_seconds",
                 "The notAfter (Unix seconds) of the certificate in use that expires first in each file: serving, upstream_client (the certificate chains), upstream_ca, client_ca, requestheader_ca (the CA bundles). Set at start-up and on each successful reload; no sample for a file not configured.",
                 gauges(&["file"])),
+            cbor_protected_total: family!("counter", "cborgate_cbor_protected_total",
+                "Answers sent as JSON instead of CBOR to a client that decodes CBOR with client-go 1.32-1.35's limits (1,024 elements per array or pairs per map) and accepts JSON, by client family and reason (over_limit: an array or map over cbor_protection.max_elements was seen; undecided: not known within cbor_protection.hold_bytes, or a watch).",
+                counter(&["client", "reason"])),
             registry,
             families,
         };
@@ -398,6 +406,12 @@ impl Metrics {
         }
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
+        }
+        for client in ClientFamily::ALL {
+            for reason in ProtectReason::ALL {
+                self.cbor_protected_total
+                    .with_label_values(&[client.label(), reason.label()]);
+            }
         }
         for kind in CLIENT_ERROR_KINDS {
             self.client_errors_total.with_label_values(&[kind]);

@@ -30,6 +30,8 @@ pub struct Exchange {
     stage: Stage,
     account: Account,
     held: Held,
+    /// A client with old CBOR limits that accepts JSON (`proxy::hold`): its family.
+    protected: Option<crate::negotiate::client::ClientFamily>,
 }
 
 /// Where the request is: arrived (pingora made the context), or planned. Planning
@@ -151,6 +153,7 @@ impl Default for Exchange {
             stage: Stage::Arrived,
             account: Account::default(),
             held: Held::default(),
+            protected: None,
         }
     }
 }
@@ -424,6 +427,34 @@ impl Exchange {
             Stage::Planned(p) => p.response.piece(body, end),
             Stage::Arrived => Ok(()),
         }
+    }
+
+    /// The plan, once planned (`proxy::hold` reads it).
+    pub fn planned_plan(&self) -> Option<&Plan> {
+        self.planned().ok().map(|p| &p.plan)
+    }
+
+    /// Protected as a client with old CBOR limits, of this family (`proxy::hold`).
+    pub fn protect(&mut self, client: Option<crate::negotiate::client::ClientFamily>) {
+        self.protected = client;
+    }
+
+    /// The family of a protected client.
+    pub fn protected(&self) -> Option<crate::negotiate::client::ClientFamily> {
+        self.protected
+    }
+
+    /// The decision about the upstream's response head, once made.
+    pub fn decision(&self) -> Option<crate::negotiate::OnResponse> {
+        self.planned().ok()?.response.decision().copied()
+    }
+
+    /// Replace the decision about the response head (`proxy::hold`: the upstream's JSON
+    /// instead of CBOR), and the format the request is counted with.
+    pub fn redecide(&mut self, decision: crate::negotiate::OnResponse) -> Result<()> {
+        self.planned_mut()?.response.decided(decision);
+        self.account.format = Some(decision.format);
+        Ok(())
     }
 
     /// The response is a watch's stream that has begun.

@@ -12,7 +12,8 @@
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
 //! - [`buffers`]: response chunk buffers, reused;
 //! - [`body`]: the codec driven over one body;
-//! - [`identity`]: who the request is, and its identity headers upstream.
+//! - [`identity`]: who the request is, and its identity headers upstream;
+//! - [`hold`]: answers to clients with old CBOR limits, held until their width is known.
 //!
 //! Admission is [`crate::limits::admission`].
 
@@ -20,6 +21,7 @@ pub mod body;
 pub mod buffers;
 pub mod capabilities;
 pub mod exchange;
+pub mod hold;
 pub mod identity;
 pub mod local_reply;
 pub mod replay;
@@ -61,6 +63,7 @@ pub struct Gate {
     budget: Arc<BodyBudget>,
     codecs: CodecSettings,
     identity_headers: crate::negotiate::identity::HeaderNames,
+    hold: hold::Hold,
 }
 
 /// Join every value of a header with ", " (RFC 9110 list semantics).
@@ -115,6 +118,7 @@ impl Gate {
         };
         Gate {
             identity_headers: config.identity_headers(),
+            hold: hold::Hold::new(&config),
             config,
             upstream,
             mode,
@@ -303,6 +307,7 @@ impl ProxyHttp for Gate {
                 self.answer(session, ex, &r, Connection::Reusable).await?;
                 Ok(true)
             }
+            None if self.hold.protect(session, ex) => hold::serve(self, session, ex).await,
             None => Ok(false),
         }
     }
@@ -382,6 +387,7 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         let decision = ex.decide_response(resp)?;
+        hold::on_head(ex)?;
         if let Some(support) = ex.cbor_support(resp) {
             self.upstream.readiness.record_cbor(support);
         }

@@ -22,6 +22,7 @@ mod limits;
 mod logs;
 mod metrics_labels;
 mod modes;
+mod protect;
 mod shutdown;
 mod streams;
 mod tls;
