@@ -6,7 +6,7 @@ pub use crate::negotiate::forwarded::ForwardedFor;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::{Path, PathBuf};
 
-/// How cborgate talks to the upstream (WIRE.md §5).
+/// How cborgate talks to the upstream (docs/wire.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
