@@ -49,8 +49,8 @@ fn the_code_map_matches_src() {
 }
 
 /// `unsafe` code lives only where ARCHITECTURE.md's invariants say: the
-/// codec's fixed-size output copies and its SSE2 scanner, and the process's calls into
-/// the C library (`src/sys.rs`). Each block there
+/// codec's fixed-size output copies and its SSE2 scanner, the process's calls into
+/// the C library (`src/process/sys.rs`) and `dup_socket` (`src/limits/admission.rs`). Each block there
 /// carries a `SAFETY:` argument.
 #[test]
 fn unsafe_code_is_confined() {

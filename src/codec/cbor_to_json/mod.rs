@@ -1,4 +1,4 @@
-//! CBOR → JSON (WIRE.md §3): CBOR request bodies (and, in upgrade mode, CBOR
+//! CBOR → JSON (docs/wire.md §3): CBOR request bodies (and, in upgrade mode, CBOR
 //! responses and `cbor-seq` watch streams) become the JSON Go's
 //! `encoding/json` would have written for the value Kubernetes decodes.
 //!

@@ -1,4 +1,4 @@
-//! JSON → CBOR (WIRE.md §2): upstream JSON bodies and watch events become the
+//! JSON → CBOR (docs/wire.md §2): upstream JSON bodies and watch events become the
 //! CBOR a CBOR-enabled kube-apiserver writes.
 //!
 //! The transcoder is an incremental state machine: feed it JSON in pieces of
