@@ -2,7 +2,7 @@
 //! feature, on by default): their flags, configuration loading (flags > file >
 //! defaults), logging set-up, and start-up.
 
-use crate::config::{Config, ConfigError, Mode};
+use crate::config::{Checked, Config, ConfigError, UpstreamMode};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +36,7 @@ pub struct ServeArgs {
     pub admin: Option<String>,
     /// How to treat the upstream (upstream.mode) [default: auto].
     #[arg(long)]
-    pub mode: Option<Mode>,
+    pub mode: Option<UpstreamMode>,
     /// TLS certificate for the proxy listener, PEM; reloaded when it changes (server.tls_cert).
     #[arg(long, requires = "tls_key", value_name = "FILE")]
     pub tls_cert: Option<String>,
@@ -179,8 +179,8 @@ pub struct ServeArgs {
     pub codec_window_bytes: Option<usize>,
     /// CBOR strings written as byte strings (as kube-apiserver writes) or text strings
     /// (codec.strings) [default: bytes].
-    #[arg(long, value_name = "bytes|text", value_parser = ["bytes", "text"])]
-    pub codec_strings: Option<String>,
+    #[arg(long, value_name = "bytes|text")]
+    pub codec_strings: Option<crate::codec::StringMode>,
     /// Maximum nesting of arrays, maps and tags in a body; 400 beyond (codec.max_depth)
     /// [default: 10000].
     #[arg(long, value_name = "N")]
@@ -194,29 +194,15 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES")]
     pub codec_max_request_body_bytes: Option<usize>,
     /// Log format (log.format) [default: text].
-    #[arg(long, value_parser = ["text", "json"])]
-    pub log_format: Option<String>,
+    #[arg(long)]
+    pub log_format: Option<crate::config::LogFormat>,
     /// Log level (log.level; RUST_LOG wins when set) [default: info].
-    #[arg(long, value_parser = crate::config::LOG_LEVELS)]
-    pub log_level: Option<String>,
-}
-
-impl clap::ValueEnum for Mode {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Mode::Auto, Mode::Legacy, Mode::Native, Mode::Upgrade]
-    }
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(match self {
-            Mode::Auto => "auto",
-            Mode::Legacy => "legacy",
-            Mode::Native => "native",
-            Mode::Upgrade => "upgrade",
-        }))
-    }
+    #[arg(long)]
+    pub log_level: Option<crate::config::LogLevel>,
 }
 
 /// Apply flags over the file over the defaults.
-pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
+pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
     let mut c = match &args.config {
         Some(p) => Config::from_file(p)?,
         None => Config::default(),
@@ -264,8 +250,8 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     );
     set(&mut c.server.tls_min_version, &args.tls_min_version);
     list(&mut c.server.tls_cipher_suites, &args.tls_cipher_suites);
-    set(&mut c.log.format, &args.log_format);
-    set(&mut c.log.level, &args.log_level);
+    put(&mut c.log.format, args.log_format);
+    put(&mut c.log.level, args.log_level);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
     }
@@ -336,9 +322,8 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
             args.codec_max_request_body_bytes,
         );
     }
-    set(&mut c.codec.strings, &args.codec_strings);
-    c.validate()?;
-    c.validate_client_certificates()?;
+    put(&mut c.codec.strings, args.codec_strings);
+    let c = c.check(args.config.as_deref())?;
     if c.upstream.url.is_empty() {
         return Err(ConfigError(
             "upstream.url is not set: give --upstream URL, or upstream.url in the --config file"
@@ -423,7 +408,10 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            e.0.starts_with("server.grace_period_seconds (--grace-period-seconds): 3601 "),
+            e.0.ends_with(
+                "c.toml: server.grace_period_seconds (--grace-period-seconds): 3601 is more than \
+                 the most it may be, 3600 (3600 s)"
+            ),
             "{e}"
         );
     }
@@ -575,7 +563,7 @@ mod tests {
         let from_file = crate::config::Config::from_file(&file).unwrap();
         let from_file = toml::Table::try_from(&from_file).unwrap();
         let c = load(&serve_args(&argv).unwrap()).unwrap();
-        let merged = toml::Table::try_from(&c).unwrap();
+        let merged = toml::Table::try_from(&*c).unwrap();
         for (key, default) in &keys {
             let (section, k) = key.split_once('.').unwrap();
             let (in_file, in_flag) = two_values(key, default);

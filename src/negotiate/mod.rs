@@ -35,6 +35,7 @@ pub mod forwarded;
 mod go_float;
 mod go_sort;
 pub mod identity;
+pub mod intake;
 pub mod local;
 pub mod media;
 pub mod plan;
@@ -44,11 +45,12 @@ pub mod route;
 pub mod upstream_cbor;
 
 pub use auto::{CapabilityKey, Learned};
-pub use local::{Failure, RequestLimits};
+pub use intake::{AdmissionClass, BodyProgress, HeadFacts, HeadRefusal, Intake};
+pub use local::{Failure, Reply, RequestLimits};
 pub use media::Format;
 pub use plan::{
     plan, plan_with, BodyAction, LocalReply, Plan, RequestHead, ResponseAction, UpstreamMode,
 };
-pub use response::{OnResponse, ResponseHead};
+pub use response::{ClientFraming, OnResponse, Relabel, ResponseHead};
 pub use route::{ResourceRoute, Route};
 pub use upstream_cbor::CborSupport;

@@ -48,11 +48,27 @@ pub const BODY_UNSUPPORTED_MESSAGE: &str = "the body of the request was in an un
      accepted media types include: application/json, application/yaml, \
      application/vnd.kubernetes.protobuf, application/cbor";
 
-/// How cborgate treats the upstream (docs/wire.md §5).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// How cborgate treats the upstream (docs/wire.md §5): `upstream.mode` and `--mode`,
+/// read by serde and clap from the variants' names. Adding a mode is a variant here and
+/// its plan in [`plan_with`].
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Deserialize,
+    serde::Serialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum UpstreamMode {
-    /// Learn per (verb, group, resource) whether the upstream takes CBOR: planned as
-    /// [`UpstreamMode::Legacy`], then made CBOR-first by [`super::auto`].
+    // Planned as `Legacy`, then made CBOR-first by `auto.rs`.
+    /// Learn per verb, group and resource whether the upstream takes CBOR, and send it
+    /// CBOR where it does
     #[default]
     Auto,
     /// The upstream speaks JSON only: always transcode.
@@ -61,6 +77,15 @@ pub enum UpstreamMode {
     Native,
     /// Load-test gateway: JSON clients are sent to the upstream as CBOR.
     Upgrade,
+}
+
+impl std::fmt::Display for UpstreamMode {
+    /// The name `upstream.mode` and `--mode` take.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        let name = self.to_possible_value();
+        f.write_str(name.as_ref().map_or("", |v| v.get_name()))
+    }
 }
 
 /// What [`plan`] needs of a request.
@@ -169,7 +194,7 @@ pub struct LocalReply {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// The verb label (see [`route::normalize_verb`]).
-    pub verb: &'static str,
+    pub verb: route::Verb,
     /// What the path addresses.
     pub route: Route,
     /// The request body's format, from `Content-Type`; [`Format::None`] without one.
@@ -246,14 +271,14 @@ impl Plan {
     /// (exec, attach, port-forward) exist only there. Everything else may share an HTTP/2
     /// connection, watches included.
     pub fn needs_http1(&self) -> bool {
-        self.verb == "CONNECT"
+        self.verb == route::Verb::Connect
     }
 
     /// The key under which upstream capabilities are remembered: (verb, group, resource),
     /// for resource routes only.
     pub fn capability_key(&self) -> Option<CapabilityKey<'_>> {
         match &self.route {
-            Route::Resource(r) => Some((self.verb, r.group.as_str(), r.resource.as_str())),
+            Route::Resource(r) => Some((self.verb.label(), r.group.as_str(), r.resource.as_str())),
             _ => None,
         }
     }
@@ -314,7 +339,7 @@ impl Plan {
 struct Emulation<'a> {
     /// Upgrade mode: the CBOR type a JSON body of this request would become.
     body_as_cbor: Option<&'static str>,
-    verb: &'static str,
+    verb: route::Verb,
     route: Route,
     request_format: Format,
     error_format: Format,
@@ -489,7 +514,7 @@ impl<'a> Emulation<'a> {
     }
 
     fn base_plan(
-        verb: &'static str,
+        verb: route::Verb,
         route: Route,
         request_format: Format,
         error_format: Format,

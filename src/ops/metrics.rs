@@ -93,9 +93,61 @@ pub struct Metrics {
     pub memory_trims_total: IntCounter,
     /// `file` is one of [`RELOAD_FILES`]; a sample only for the files configured.
     pub certificate_expiry_timestamp_seconds: IntGaugeVec,
-    /// The codec series of each [`CODECS`] row, looked up once here rather than by
+    /// The codec series of each [`Transcoding`], looked up once here rather than by
     /// label at every body ([`Metrics::codec`]).
     codecs: Vec<CodecSeries>,
+}
+
+/// Who answered a 415 or a 406: the `origin` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// cborgate, from the request head.
+    Proxy,
+    /// The upstream.
+    Upstream,
+}
+
+impl Origin {
+    const fn label(self) -> &'static str {
+        match self {
+            Origin::Proxy => "proxy",
+            Origin::Upstream => "upstream",
+        }
+    }
+}
+
+/// Count a 415 or 406 (any other code is not counted here) by who answered it.
+pub fn count_refusal(code: u16, origin: Origin) {
+    let m = metrics();
+    match code {
+        415 => m
+            .unsupported_media_type_total
+            .with_label_values(&[origin.label()])
+            .inc(),
+        406 => m
+            .not_acceptable_total
+            .with_label_values(&[origin.label()])
+            .inc(),
+        _ => {}
+    }
+}
+
+/// A gauge counted up while this is held and down when it is dropped, on every path
+/// (panics included): `cborgate_watch_streams_active`, `cborgate_upgrades_active`.
+#[derive(Debug)]
+pub struct GaugeHeld(IntGauge);
+
+impl GaugeHeld {
+    pub fn hold(gauge: &IntGauge) -> GaugeHeld {
+        gauge.inc();
+        GaugeHeld(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHeld {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// One direction and pair of formats of the codec families: its time, and the bytes
@@ -137,15 +189,44 @@ pub const RETRY_REASONS: [&str; 2] = ["refused", "connection"];
 /// upstream answers 415 to a CBOR body and the request is replayed as JSON).
 const FALLBACK_REASONS: [&str; 1] = ["unsupported_media_type"];
 
-/// The (direction, from, to) labels of every codec the proxy runs
+/// Every transcoding the proxy runs, and its (direction, from, to) labels
 /// (src/proxy/body.rs: `BodyCodec::request`, `request_to_cbor`, `response`,
 /// `response_to_json`).
-const CODECS: [(&str, &str, &str); 4] = [
-    ("request", "cbor", "json"),
-    ("request", "json", "cbor"),
-    ("response", "json", "cbor"),
-    ("response", "cbor", "json"),
-];
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transcoding {
+    /// A CBOR request body made JSON for a JSON-only upstream.
+    RequestCborToJson,
+    /// Upgrade mode: a JSON request body made CBOR.
+    RequestJsonToCbor,
+    /// A JSON answer (or watch) made CBOR for a CBOR client.
+    ResponseJsonToCbor,
+    /// Upgrade mode: a CBOR answer made JSON.
+    ResponseCborToJson,
+}
+
+impl Transcoding {
+    pub const ALL: [Transcoding; 4] = [
+        Transcoding::RequestCborToJson,
+        Transcoding::RequestJsonToCbor,
+        Transcoding::ResponseJsonToCbor,
+        Transcoding::ResponseCborToJson,
+    ];
+
+    /// The `direction`, `from` and `to` labels.
+    pub const fn labels(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Transcoding::RequestCborToJson => ("request", "cbor", "json"),
+            Transcoding::RequestJsonToCbor => ("request", "json", "cbor"),
+            Transcoding::ResponseJsonToCbor => ("response", "json", "cbor"),
+            Transcoding::ResponseCborToJson => ("response", "cbor", "json"),
+        }
+    }
+
+    /// The `direction` label alone.
+    pub const fn direction(self) -> &'static str {
+        self.labels().0
+    }
+}
 
 impl Metrics {
     fn new() -> Self {
@@ -267,9 +348,10 @@ impl Metrics {
             families,
             codecs: Vec::new(),
         };
-        m.codecs = CODECS
+        m.codecs = Transcoding::ALL
             .iter()
-            .map(|&(direction, from, to)| CodecSeries {
+            .map(|t| t.labels())
+            .map(|(direction, from, to)| CodecSeries {
                 duration: m
                     .codec_duration_seconds
                     .with_label_values(&[direction, from, to]),
@@ -313,7 +395,7 @@ impl Metrics {
             }
         }
         // The codec families' series exist already: `Metrics::new` resolves every
-        // `CODECS` row into `codecs`.
+        // `Transcoding` into `codecs`.
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
         }
@@ -333,14 +415,9 @@ impl Metrics {
         }
     }
 
-    /// The series of `direction` (`request` or `response`) from format `from` to `to`,
-    /// one of the [`CODECS`] rows.
-    pub fn codec(&self, direction: &str, from: &str, to: &str) -> &CodecSeries {
-        let row = CODECS
-            .iter()
-            .position(|&c| c == (direction, from, to))
-            .expect("a codec direction and formats from CODECS");
-        &self.codecs[row]
+    /// The series of one body's transcoding.
+    pub fn codec(&self, t: Transcoding) -> &CodecSeries {
+        &self.codecs[t as usize]
     }
 
     /// The Prometheus text exposition of every family.

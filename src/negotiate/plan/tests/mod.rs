@@ -1,7 +1,7 @@
 //! The decision table's tests, by theme; here the helpers they share.
 
 use super::*;
-use crate::negotiate::route::VERBS;
+use crate::negotiate::route::Verb;
 
 mod accept;
 mod garbage;

@@ -61,7 +61,7 @@ fn native_mode_changes_nothing_but_still_labels() {
     for (method, target, accept, ct, verb, format) in cases {
         let p = native(method, target, accept, ct);
         assert_eq!(
-            (p.verb, p.response_format),
+            (p.verb.label(), p.response_format),
             (verb, format),
             "{method} {target}"
         );
@@ -253,7 +253,7 @@ fn auto_is_legacy_made_cbor_first() {
         if let Some((verb, _, resource)) = asked.take() {
             assert_eq!(
                 (verb, resource.as_str()),
-                (legacy.verb, "configmaps"),
+                (legacy.verb.label(), "configmaps"),
                 "{what}"
             );
         }

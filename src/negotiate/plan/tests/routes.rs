@@ -36,7 +36,7 @@ fn group_version_discovery_is_never_transcoded() {
     ] {
         let p = get(path, "application/cbor");
         disc_406(&p);
-        assert_eq!((p.verb, p.route.group()), ("GET", Some(group)));
+        assert_eq!((p.verb.label(), p.route.group()), ("GET", Some(group)));
         disc_406(&get(path, "application/cbor-seq"));
         disc_406(&get(
             path,
@@ -84,7 +84,7 @@ fn group_version_discovery_is_never_transcoded() {
         );
         let p = legacy("POST", path, Some("application/cbor"), None);
         assert_eq!(
-            (p.response, p.error_response, p.verb),
+            (p.response, p.error_response, p.verb.label()),
             (PASS, TO_CBOR, "POST")
         );
     }
@@ -108,7 +108,7 @@ fn discovery_without_cbor_and_other_paths_pass_through() {
         for accept in ["application/cbor", "application/cbor-seq", TABLE] {
             let p = get(path, accept);
             assert_passthrough(&p, format);
-            assert_eq!((p.error_response, p.verb), (PASS, "GET"), "{path}");
+            assert_eq!((p.error_response, p.verb.label()), (PASS, "GET"), "{path}");
             assert_eq!(p.capability_key(), None);
         }
     }
@@ -141,7 +141,7 @@ fn connect_subresources_and_upgrades_are_never_transcoded() {
         );
         let native = head("GET", &target, Some("application/cbor"), None);
         assert_passthrough(&plan(&native, UpstreamMode::Native), Format::Other);
-        assert_eq!((p.verb, p.long_running), ("CONNECT", true), "{sub}");
+        assert_eq!((p.verb.label(), p.long_running), ("CONNECT", true), "{sub}");
         assert!(p.needs_http1(), "{sub}");
         // Their errors are ordinary Status objects.
         assert_eq!(p.error_response, TO_CBOR);
@@ -170,7 +170,7 @@ fn connect_subresources_and_upgrades_are_never_transcoded() {
         let p = plan(&upgrade, mode);
         assert_passthrough(&p, Format::Other);
         assert_eq!(
-            (p.verb, p.body, p.error_response, p.long_running),
+            (p.verb.label(), p.body, p.error_response, p.long_running),
             ("CONNECT", BodyAction::PassThrough, PASS, true)
         );
     }
@@ -182,7 +182,7 @@ fn connect_subresources_and_upgrades_are_never_transcoded() {
         UpstreamMode::Legacy,
     );
     assert!(p.needs_http1());
-    assert_eq!((p.verb, p.reply), ("CONNECT", None));
+    assert_eq!((p.verb.label(), p.reply), ("CONNECT", None));
     // Everything else may go over HTTP/2: objects, lists, watches, logs are not upgrades.
     for target in [CM_ONE, CM, &format!("{CM}?watch=1")] {
         assert!(!legacy("GET", target, Some("application/cbor"), None).needs_http1());
@@ -205,7 +205,12 @@ fn methods_without_routes_are_passed_on() {
     }
     let p = legacy("OPTIONS", CM_ONE, Some("application/cbor"), None);
     assert_eq!(
-        (p.verb, p.response, p.error_response, p.response_format),
+        (
+            p.verb.label(),
+            p.response,
+            p.error_response,
+            p.response_format
+        ),
         ("OPTIONS", PASS, TO_CBOR, Format::Cbor)
     );
 }

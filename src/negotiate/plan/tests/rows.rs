@@ -18,7 +18,7 @@ fn row_request_body_cbor_post_put_delete_sent_upstream_as_json() {
             let p = legacy(method, target, Some("application/json"), Some(ct));
             assert_eq!(p.body, TO_JSON, "{method} {ct}");
             assert_eq!(p.request_format, Format::Cbor);
-            assert_eq!(p.verb, verb);
+            assert_eq!(p.verb.label(), verb);
             assert_passthrough(&p, Format::Json);
         }
     }
@@ -40,7 +40,7 @@ fn row_apply_patch_cbor_sent_upstream_as_apply_patch_yaml() {
             kind: None,
         }
     );
-    assert_eq!((p.verb, p.request_format), ("APPLY", Format::Cbor));
+    assert_eq!((p.verb.label(), p.request_format), ("APPLY", Format::Cbor));
     assert_cbor(&p, JSON, false);
     // a-apply-cbor: Accept JSON, body apply CBOR.
     let p = legacy(
@@ -76,7 +76,7 @@ fn row_other_cbor_patch_types_refused_with_415() {
         assert_415(&p, PATCH_UNSUPPORTED_MESSAGE, Format::Json);
         assert!(p.reply.as_ref().unwrap().pretty);
         assert_eq!(
-            (p.verb, p.request_format, p.response_format),
+            (p.verb.label(), p.request_format, p.response_format),
             ("PATCH", Format::Cbor, Format::Json)
         );
         let p = legacy("PATCH", CM_ONE, Some("application/json"), Some(ct));
@@ -145,7 +145,7 @@ fn row_json_yaml_protobuf_and_json_patch_bodies_pass_through() {
         let target = if method == "POST" { CM } else { CM_ONE };
         let p = legacy(method, target, Some("application/cbor"), Some(ct));
         assert_eq!(p.body, BodyAction::PassThrough, "{ct}");
-        assert_eq!((p.request_format, p.verb), (format, verb), "{ct}");
+        assert_eq!((p.request_format, p.verb.label()), (format, verb), "{ct}");
         assert_cbor(&p, JSON, false);
     }
 }
@@ -156,7 +156,7 @@ fn row_accept_choosing_cbor_rewritten_and_transcoded() {
     assert_cbor(&p, JSON, false);
     assert_eq!(p.response.content_type(), Some("application/cbor"));
     assert_eq!(
-        (p.verb, p.request_format, p.body),
+        (p.verb.label(), p.request_format, p.body),
         ("GET", Format::None, BodyAction::PassThrough)
     );
     assert!(!p.long_running);
@@ -173,7 +173,7 @@ fn row_watch_choosing_cbor_streams_cbor_seq() {
         let p = get(&target, "application/cbor");
         assert_cbor(&p, JSON, true);
         assert_eq!(p.response.content_type(), Some("application/cbor-seq"));
-        assert_eq!(p.verb, "WATCH");
+        assert_eq!(p.verb.label(), "WATCH");
         assert!(p.long_running);
         // An error ends a watch before it starts: one Status, plain CBOR.
         assert_eq!(p.response_for_status(410), TO_CBOR);
