@@ -211,6 +211,8 @@ struct Options {
 
 fn options() -> Options {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // `bench/`, not `bench/load/..`, in what the run prints.
+    let root = root.canonicalize().unwrap_or(root);
     let mut o = Options {
         seconds: 5.0,
         rounds: 3,
