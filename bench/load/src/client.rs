@@ -58,7 +58,8 @@ impl Run {
 }
 
 /// `conns` connections send `req` back to back for `time`. `done` counts requests, for
-/// the progress bar.
+/// the progress bar. Each connection also stops by itself once `time` is over, so a
+/// caller that gives up on this future leaves no connection looping behind it.
 pub async fn load(
     addr: SocketAddr,
     req: Arc<Request>,
@@ -76,7 +77,7 @@ pub async fn load(
             let bytes = req.bytes();
             let mut body = Vec::new();
             let mut conn: Option<Conn> = None;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < time {
                 let t = Instant::now();
                 let result = async {
                     if conn.is_none() {

@@ -4,14 +4,20 @@
 //! bench/load.sh
 //! ```
 //!
-//! builds the release `cborgate` and this harness, then the harness starts a static-body upstream on loopback, then for each
-//! scenario starts a fresh `cborgate serve --mode legacy` and drives it with the same
-//! requests as a JSON client (passthrough: nothing transcoded) and as a CBOR client
-//! (transcoding), taking turns, several rounds each. It reports requests/s, p50/p99,
-//! proxy CPU per request (from `/proc/PID/stat`) and the proxy's peak RSS, and rewrites
-//! `bench/RESULTS.md` and `bench/results.png`. Options: `--seconds N` per timed run
-//! (default 4), `--rounds N` (default 3), `--quick` (1 s, 1 round), `--out DIR`,
-//! `--cborgate PATH` (the binary under test; `bench/load.sh` passes it).
+//! builds the release `cborgate` and this harness, then the harness starts a static-body
+//! upstream on loopback and, for each scenario, takes turns between its contestants:
+//! haproxy and nginx passing through (the anchors, when installed: `procs.rs`), and a
+//! fresh `cborgate serve --mode legacy` driven by a JSON client (passthrough: nothing
+//! transcoded) and by a CBOR client (transcoding). Every turn gets the same load
+//! generator (one thread, keep-alive connections) and the same upstream; the rounds go
+//! round-robin over the contestants, and each figure is the median over the rounds with
+//! its range. It reports requests/s, p50/p99, proxy CPU per request (from `/proc/PID/stat`,
+//! the process and its children), page faults and peak RSS, checks the targets, and
+//! rewrites `bench/RESULTS.md` and `bench/results.png`. Options: `--seconds N` per turn
+//! (default 5), `--rounds N` (default 3), `--quick` (1 s, 1 round), `--smoke` (a fraction
+//! of a second per turn and small watches: for the harness's own test), `--no-anchors`,
+//! `--out DIR`, `--only SCENARIO` (print, write nothing), `--cborgate PATH` (the binary
+//! under test; `bench/load.sh` passes it).
 
 #[path = "../../gen.rs"]
 #[allow(dead_code)]
@@ -19,142 +25,21 @@ mod gen;
 
 mod client;
 mod h2idle;
+mod procs;
 mod report;
 mod upstream;
 
-use client::{Request, Run};
+use client::Request;
+use procs::{Kind, PerRequest, Proc};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Clock ticks per second in `/proc/PID/stat` (`getconf CLK_TCK`; 100 on Linux).
-const CLK_TCK: f64 = 100.0;
-
-/// A running `cborgate serve`.
-struct Proxy {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Proxy {
-    fn start(exe: &Path, upstream: SocketAddr) -> Proxy {
-        Proxy::start_with(exe, &format!("http://{upstream}"), "legacy", &[])
-    }
-
-    /// `cborgate serve` in `mode` before `upstream` (a URL), with `extra` flags.
-    fn start_with(exe: &Path, upstream: &str, mode: &str, extra: &[String]) -> Proxy {
-        let addr = free_port();
-        let admin = free_port();
-        let child = Command::new(exe)
-            .args([
-                "serve",
-                "--listen",
-                &addr.to_string(),
-                "--admin",
-                &admin.to_string(),
-                "--upstream",
-                upstream,
-                "--mode",
-                mode,
-            ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start cborgate");
-        let t = Instant::now();
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "cborgate did not start"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Proxy { child, addr }
-    }
-
-    /// User and system CPU time and minor page faults so far.
-    fn usage(&self) -> Usage {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the parenthesised command name: minflt is the 8th, utime the 12th,
-        // stime the 13th.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let n = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        Usage {
-            user: Duration::from_secs_f64(n(11) / CLK_TCK),
-            sys: Duration::from_secs_f64(n(12) / CLK_TCK),
-            faults: n(7) as u64,
-        }
-    }
-
-    fn status_kib(&self, field: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with(field))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// What the proxy process has used so far (`/proc/PID/stat`).
-#[derive(Clone, Copy, Default, Debug)]
-pub struct Usage {
-    pub user: Duration,
-    pub sys: Duration,
-    /// Minor page faults: fresh pages the kernel handed out (and zeroed).
-    pub faults: u64,
-}
-
-impl Usage {
-    /// What was used between `earlier` and `self`, per one of `n` requests.
-    fn per(self, earlier: Usage, n: u64) -> PerRequest {
-        let n = n.max(1);
-        PerRequest {
-            user: self.user.saturating_sub(earlier.user) / n as u32,
-            sys: self.sys.saturating_sub(earlier.sys) / n as u32,
-            faults: self.faults.saturating_sub(earlier.faults) as f64 / n as f64,
-        }
-    }
-}
-
-/// Proxy cost per request (or per watch event).
-#[derive(Clone, Copy, Default, Debug)]
-pub struct PerRequest {
-    pub user: Duration,
-    pub sys: Duration,
-    pub faults: f64,
-}
-
-impl PerRequest {
-    pub fn cpu(&self) -> Duration {
-        self.user + self.sys
-    }
-}
-
-/// The configuration a run measures.
+/// What a cborgate client speaks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Config {
     /// A JSON client: cborgate passes everything through.
@@ -172,17 +57,112 @@ impl Config {
     }
 }
 
-/// One measured (scenario, configuration) pair, best of the rounds.
+/// Who serves a turn: an anchor passing JSON through, or cborgate with a JSON or a CBOR
+/// client.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Contestant {
+    Anchor(Kind),
+    Cborgate(Config),
+}
+
+pub const HAPROXY: Contestant = Contestant::Anchor(Kind::Haproxy);
+pub const NGINX: Contestant = Contestant::Anchor(Kind::Nginx);
+pub const PASSTHROUGH: Contestant = Contestant::Cborgate(Config::Passthrough);
+pub const TRANSCODED: Contestant = Contestant::Cborgate(Config::Transcoding);
+
+impl Contestant {
+    pub fn name(self) -> &'static str {
+        match self {
+            HAPROXY => "haproxy, passthrough",
+            NGINX => "nginx, passthrough",
+            PASSTHROUGH => "cborgate, JSON passthrough",
+            TRANSCODED => "cborgate, CBOR transcoded",
+            Contestant::Anchor(Kind::Cborgate) => "cborgate",
+        }
+    }
+
+    /// For the chart's axis (under the legend's full names).
+    pub fn short(self) -> &'static str {
+        match self {
+            HAPROXY => "haproxy",
+            NGINX => "nginx",
+            PASSTHROUGH => "JSON",
+            TRANSCODED => "CBOR",
+            Contestant::Anchor(Kind::Cborgate) => "cborgate",
+        }
+    }
+
+    /// What its client speaks (the anchors only pass JSON through).
+    pub fn config(self) -> Config {
+        match self {
+            Contestant::Anchor(_) => Config::Passthrough,
+            Contestant::Cborgate(c) => c,
+        }
+    }
+}
+
+/// One turn's figures.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Sample {
+    /// Requests per second (the watch: events per second).
+    pub rate: f64,
+    /// Proxy CPU and page faults per request (the watch: per event).
+    pub per_request: PerRequest,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub peak_rss_kib: u64,
+    pub errors: u64,
+}
+
+/// One (scenario, contestant) pair: a sample per round.
 #[derive(Clone)]
 pub struct Measured {
     pub scenario: &'static str,
-    pub config: Config,
-    pub run: Run,
-    /// Proxy CPU and page faults per request (or per event, for the watch).
-    pub per_request: PerRequest,
-    pub peak_rss_kib: u64,
-    /// For the watch: events per second.
-    pub events_per_second: Option<f64>,
+    pub contestant: Contestant,
+    pub samples: Vec<Sample>,
+    /// The watch: rates are events/s, costs per event.
+    pub watch: bool,
+}
+
+impl Measured {
+    /// The median over the rounds of `f` (the mean of the middle two for an even count).
+    pub fn median(&self, f: impl Fn(&Sample) -> f64) -> f64 {
+        let mut v: Vec<f64> = self.samples.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if !n.is_multiple_of(2) => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    }
+
+    /// The lowest and highest over the rounds of `f`.
+    pub fn range(&self, f: impl Fn(&Sample) -> f64) -> (f64, f64) {
+        self.samples
+            .iter()
+            .map(f)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            })
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.median(|s| s.rate)
+    }
+
+    /// Median proxy CPU per request, µs.
+    pub fn cpu_us(&self) -> f64 {
+        self.median(cpu_us)
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.samples.iter().map(|s| s.errors).sum()
+    }
+}
+
+/// Proxy CPU per request of one sample, µs.
+pub fn cpu_us(s: &Sample) -> f64 {
+    s.per_request.cpu().as_secs_f64() * 1e6
 }
 
 /// A progress bar on stderr: the fraction of the planned time done.
@@ -197,13 +177,18 @@ impl Progress {
         let width = 30;
         let filled = (frac * width as f64) as usize;
         eprint!(
-            "\r[{}{}] {:3.0}% {:<46}",
+            "\r[{}{}] {:3.0}% {:<56}",
             "#".repeat(filled),
             "-".repeat(width - filled),
             frac * 100.0,
             what
         );
         let _ = std::io::stderr().flush();
+    }
+
+    /// A line of its own, above the bar.
+    fn say(&self, line: &str) {
+        eprintln!("\r{line:<100}");
     }
 }
 
@@ -214,16 +199,30 @@ struct Options {
     cborgate: PathBuf,
     /// Run only the scenarios whose name contains this (for profiling); no report.
     only: Option<String>,
+    /// Run neither haproxy nor nginx, as if neither were installed.
+    no_anchors: bool,
+    /// Events in the watch (10,000; fewer for `--smoke`).
+    watch_events: usize,
+    /// Idle watches held open (1,000, after 100 to warm up; fewer for `--smoke`).
+    idle_watches: usize,
+    /// Repetitions of the in-process codec timings (best kept).
+    codec_reps: usize,
 }
 
 fn options() -> Options {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // `bench/`, not `bench/load/..`, in what the run prints.
+    let root = root.canonicalize().unwrap_or(root);
     let mut o = Options {
-        seconds: 4.0,
+        seconds: 5.0,
         rounds: 3,
         out: root.clone(),
         cborgate: root.join("../target/release/cborgate"),
         only: None,
+        no_anchors: false,
+        watch_events: 10_000,
+        idle_watches: 1000,
+        codec_reps: 10,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -244,15 +243,27 @@ fn options() -> Options {
                 o.seconds = 1.0;
                 o.rounds = 1;
             }
+            "--smoke" => {
+                o.seconds = 0.2;
+                o.rounds = 1;
+                o.watch_events = 300;
+                o.idle_watches = 20;
+                o.codec_reps = 1;
+            }
+            "--no-anchors" => o.no_anchors = true,
             "--out" => o.out = PathBuf::from(args.next().expect("--out DIR")),
             "--only" => o.only = Some(args.next().expect("--only SCENARIO")),
             "--cborgate" => o.cborgate = PathBuf::from(args.next().expect("--cborgate PATH")),
             _ => {
-                eprintln!("usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--out DIR] [--cborgate PATH] [--only SCENARIO]");
+                eprintln!(
+                    "usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--smoke] \
+                     [--no-anchors] [--out DIR] [--cborgate PATH] [--only SCENARIO]"
+                );
                 std::process::exit(2);
             }
         }
     }
+    o.rounds = o.rounds.max(1);
     o
 }
 
@@ -271,6 +282,126 @@ fn seven_kb_pod() -> Vec<u8> {
     best.unwrap()
 }
 
+/// The scenarios' names, as the report looks them up.
+pub const GET_POD: &str = "GET pod (7 KB)";
+pub const POST_POD: &str = "POST pod";
+pub const LIST: &str = "LIST 700 pods";
+pub const LIST_GZIP: &str = "LIST 700 pods, gzip";
+pub const WATCH: &str = "watch";
+
+/// Connections of the load generator for small requests (as `wrk -c16`) and for the
+/// 5.8 MB LIST (where more would only queue).
+const SMALL_CONNS: usize = 16;
+const LIST_CONNS: usize = 4;
+
+/// A scenario: the request each contestant's client sends, over `conns` connections,
+/// and who takes turns.
+struct Scenario<'a> {
+    name: &'static str,
+    conns: usize,
+    make: Box<dyn Fn(Config) -> Request + 'a>,
+    contestants: Vec<Contestant>,
+}
+
+/// What every turn shares.
+struct Bench {
+    exe: PathBuf,
+    upstream: SocketAddr,
+    /// The load generator's one thread (a current-thread runtime: every connection's
+    /// task runs on the thread that drives it).
+    client: tokio::runtime::Runtime,
+    anchors: Vec<(Kind, PathBuf)>,
+    per_run: Duration,
+}
+
+impl Bench {
+    fn cborgate(&self) -> Proc {
+        Proc::cborgate(
+            &self.exe,
+            &format!("http://{}", self.upstream),
+            "legacy",
+            &[],
+        )
+    }
+
+    fn start(&self, c: Contestant) -> Result<Proc, String> {
+        match c {
+            Contestant::Cborgate(_) => Ok(self.cborgate()),
+            Contestant::Anchor(kind) => {
+                let exe = self
+                    .anchors
+                    .iter()
+                    .find(|(k, _)| *k == kind)
+                    .map(|(_, e)| e)
+                    .ok_or("not installed")?;
+                Proc::anchor(kind, exe, self.upstream)
+            }
+        }
+    }
+
+    /// One timed turn on a fresh proxy: a 300 ms warm-up (connections, buffers), then
+    /// `per_run` of load, bounded (the turn gives up 30 s after its time). The sample and,
+    /// when requests failed, the first error.
+    fn turn(
+        &self,
+        c: Contestant,
+        req: Arc<Request>,
+        conns: usize,
+        progress: &dyn Fn(u64),
+    ) -> Result<(Sample, Option<String>), String> {
+        let proxy = self.start(c)?;
+        let warm = client::load(
+            proxy.addr,
+            req.clone(),
+            conns,
+            Duration::from_millis(300),
+            Arc::new(AtomicU64::new(0)),
+        );
+        self.client
+            .block_on(async { tokio::time::timeout(Duration::from_secs(30), warm).await })
+            .map_err(|_| "the warm-up did not finish within 30 s".to_string())?;
+        let use0 = proxy.usage();
+        let done = Arc::new(AtomicU64::new(0));
+        let load = client::load(proxy.addr, req, conns, self.per_run, done.clone());
+        let deadline = Instant::now() + self.per_run + Duration::from_secs(30);
+        let run = self
+            .client
+            .block_on(async {
+                let h = tokio::spawn(load);
+                while !h.is_finished() {
+                    if Instant::now() > deadline {
+                        h.abort();
+                        return None;
+                    }
+                    progress(done.load(Ordering::Relaxed));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                h.await.ok()
+            })
+            .ok_or("the turn did not finish within 30 s of its time")?;
+        let used = proxy.usage();
+        let sample = Sample {
+            rate: run.per_second(),
+            per_request: used.per(use0, run.requests),
+            p50: run.percentile(0.5),
+            p99: run.percentile(0.99),
+            peak_rss_kib: proxy.status_kib("VmHWM:"),
+            errors: run.errors,
+        };
+        Ok((sample, run.first_error))
+    }
+}
+
+/// The load average from `/proc/loadavg` (1, 5 and 15 minutes).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn main() {
     let o = options();
     let exe = o.cborgate.clone();
@@ -279,6 +410,9 @@ fn main() {
         "{} does not exist: run bench/load.sh, which builds it",
         exe.display()
     );
+    let load_before = loadavg();
+    // The upstream, the watches and the idle watches run here; the timed load runs on
+    // `Bench::client`'s one thread.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -287,7 +421,7 @@ fn main() {
 
     let pod = seven_kb_pod();
     let list = gen::pod_list(700);
-    let events: Vec<Vec<u8>> = gen::watch_stream(10_000)
+    let events: Vec<Vec<u8>> = gen::watch_stream(o.watch_events)
         .split_inclusive(|&b| b == b'\n')
         .map(<[u8]>::to_vec)
         .collect();
@@ -300,6 +434,42 @@ fn main() {
     });
     let upstream = rt.block_on(upstream::start(bodies));
 
+    // The anchors: what is installed, and one line for each that is not run.
+    let mut anchors = Vec::new();
+    let mut anchor_versions = Vec::new();
+    let mut skipped = Vec::new();
+    for kind in [Kind::Haproxy, Kind::Nginx] {
+        let why = if o.no_anchors {
+            Some("--no-anchors".to_string())
+        } else if let Some(path) = procs::find(kind) {
+            anchor_versions.push(format!("{} ({})", procs::version(&path), path.display()));
+            anchors.push((kind, path));
+            None
+        } else {
+            Some(
+                "not installed (neither on PATH nor in /usr/sbin; bench/load.sh installs it \
+                 from Debian packages when it runs as root or with passwordless sudo)"
+                    .to_string(),
+            )
+        };
+        if let Some(why) = why {
+            let line = format!("anchor {} skipped: {why}", kind.name());
+            eprintln!("{line}");
+            skipped.push(line);
+        }
+    }
+
+    let bench = Bench {
+        exe: exe.clone(),
+        upstream,
+        client: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        anchors,
+        per_run: Duration::from_secs_f64(o.seconds),
+    };
+
     let get = |config: Config| Request {
         method: "GET",
         path: "/api/v1/namespaces/load/pods/pod-0".into(),
@@ -308,13 +478,13 @@ fn main() {
         expect_status: 200,
         expect_content_type: content_type(config),
     };
-    let list_req = |config: Config| Request {
+    let list_req = move |config: Config| Request {
         path: "/api/v1/namespaces/load/pods".into(),
         ..get(config)
     };
     // As client-go sends it: the transcoded LIST is then gzipped (Go's `BestSpeed`, as
     // kube-apiserver), so this row shows what compression costs next to `LIST 700 pods`.
-    let list_gzip = |config: Config| {
+    let list_gzip = move |config: Config| {
         let mut r = list_req(config);
         r.headers.push(("Accept-Encoding", "gzip".into()));
         r
@@ -333,23 +503,45 @@ fn main() {
         expect_status: 201,
         expect_content_type: content_type(config),
     };
-    type MakeRequest<'a> = Box<dyn Fn(Config) -> Request + 'a>;
     let wanted = |name: &str| o.only.as_ref().is_none_or(|w| name.contains(w.as_str()));
-    let mut scenarios: Vec<(&'static str, usize, MakeRequest)> = vec![
-        ("GET pod (7 KB)", 4, Box::new(get)),
-        ("LIST 700 pods", 2, Box::new(list_req)),
-        ("LIST 700 pods, gzip", 2, Box::new(list_gzip)),
-        ("POST pod", 4, Box::new(post)),
+    let all = vec![HAPROXY, NGINX, PASSTHROUGH, TRANSCODED];
+    let cborgate_only = vec![PASSTHROUGH, TRANSCODED];
+    let mut scenarios = vec![
+        Scenario {
+            name: GET_POD,
+            conns: SMALL_CONNS,
+            make: Box::new(get),
+            contestants: all.clone(),
+        },
+        Scenario {
+            name: POST_POD,
+            conns: SMALL_CONNS,
+            make: Box::new(post),
+            contestants: cborgate_only.clone(),
+        },
+        Scenario {
+            name: LIST,
+            conns: LIST_CONNS,
+            make: Box::new(list_req),
+            contestants: all,
+        },
+        Scenario {
+            name: LIST_GZIP,
+            conns: LIST_CONNS,
+            make: Box::new(list_gzip),
+            contestants: cborgate_only,
+        },
     ];
-    scenarios.retain(|(name, _, _)| wanted(name));
-    let configs = [Config::Passthrough, Config::Transcoding];
-    let per_run = Duration::from_secs_f64(o.seconds);
-    let watch_rounds = if wanted("watch") {
-        o.rounds.max(1) * 2
-    } else {
-        0
-    };
-    let planned = per_run * (scenarios.len() * configs.len() * o.rounds) as u32
+    scenarios.retain(|s| wanted(s.name));
+    for s in &mut scenarios {
+        s.contestants.retain(|c| match c {
+            Contestant::Anchor(k) => bench.anchors.iter().any(|(a, _)| a == k),
+            Contestant::Cborgate(_) => true,
+        });
+    }
+    let watch_rounds = if wanted(WATCH) { o.rounds * 2 } else { 0 };
+    let turns: usize = scenarios.iter().map(|s| s.contestants.len()).sum::<usize>() * o.rounds;
+    let planned = (bench.per_run + Duration::from_millis(600)) * turns as u32
         + Duration::from_secs(2 * watch_rounds as u64 + 15);
     let progress = Progress {
         started: Instant::now(),
@@ -357,145 +549,140 @@ fn main() {
     };
     let mut results: Vec<Measured> = Vec::new();
     let mut errors = Vec::new();
+    // Anchors that failed to start: not run again.
+    let mut failed: Vec<Contestant> = Vec::new();
 
-    for (name, conns, make) in &scenarios {
-        let mut best: Vec<Option<Measured>> = vec![None, None];
+    for sc in &scenarios {
+        let mut measured: Vec<Measured> = sc
+            .contestants
+            .iter()
+            .map(|&c| Measured {
+                scenario: sc.name,
+                contestant: c,
+                samples: Vec::new(),
+                watch: false,
+            })
+            .collect();
         for round in 0..o.rounds {
-            for (ci, &config) in configs.iter().enumerate() {
-                progress.show(&format!(
-                    "{name}, {} ({}/{})",
-                    config.name(),
-                    round + 1,
-                    o.rounds
-                ));
-                let proxy = Proxy::start(&exe, upstream);
-                let req = Arc::new(make(config));
-                // Warm up: connections, buffers.
-                rt.block_on(client::load(
-                    proxy.addr,
-                    req.clone(),
-                    *conns,
-                    Duration::from_millis(300),
-                    Arc::new(AtomicU64::new(0)),
-                ));
-                let use0 = proxy.usage();
-                let done = Arc::new(AtomicU64::new(0));
-                let run = {
-                    let fut = client::load(proxy.addr, req, *conns, per_run, done.clone());
-                    rt.block_on(async {
-                        let h = tokio::spawn(fut);
-                        while !h.is_finished() {
-                            progress.show(&format!(
-                                "{name}, {} ({}/{}) {} req",
-                                config.name(),
-                                round + 1,
-                                o.rounds,
-                                done.load(Ordering::Relaxed)
-                            ));
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                        h.await.unwrap()
-                    })
-                };
-                let used = proxy.usage();
-                if run.errors > 0 {
-                    errors.push(format!(
-                        "{name} {}: {} errors, first: {}",
-                        config.name(),
-                        run.errors,
-                        run.first_error.clone().unwrap_or_default()
-                    ));
+            for m in &mut measured {
+                let c = m.contestant;
+                if failed.contains(&c) {
+                    continue;
                 }
-                let m = Measured {
-                    scenario: name,
-                    config,
-                    per_request: used.per(use0, run.requests),
-                    peak_rss_kib: proxy.status_kib("VmHWM:"),
-                    run,
-                    events_per_second: None,
-                };
-                let better = best[ci]
-                    .as_ref()
-                    .is_none_or(|b| m.run.per_second() > b.run.per_second());
-                if better {
-                    best[ci] = Some(m);
+                let what = format!("{}, {} ({}/{})", sc.name, c.name(), round + 1, o.rounds);
+                progress.show(&what);
+                let req = Arc::new((sc.make)(c.config()));
+                let shown = |n: u64| progress.show(&format!("{what} {n} req"));
+                match bench.turn(c, req, sc.conns, &shown) {
+                    Ok((sample, first_error)) => {
+                        if let Some(e) = first_error {
+                            errors.push(format!(
+                                "{} {}: {} errors, first: {e}",
+                                sc.name,
+                                c.name(),
+                                sample.errors
+                            ));
+                        }
+                        m.samples.push(sample);
+                    }
+                    Err(e) if matches!(c, Contestant::Anchor(_)) => {
+                        let line = format!("anchor {} skipped from then on: {e}", c.short());
+                        progress.say(&line);
+                        skipped.push(line);
+                        failed.push(c);
+                    }
+                    Err(e) => errors.push(format!("{} {}: {e}", sc.name, c.name())),
                 }
             }
         }
-        results.extend(best.into_iter().flatten());
+        results.extend(measured.into_iter().filter(|m| !m.samples.is_empty()));
     }
 
-    // The watch: 10,000 events of about 8 KB, one watch at a time.
-    let mut best_watch: Vec<Option<Measured>> = vec![None, None];
+    // The watch: one at a time, its events as fast as the proxy passes them.
+    let mut watches: Vec<Measured> = [PASSTHROUGH, TRANSCODED]
+        .into_iter()
+        .map(|c| Measured {
+            scenario: WATCH,
+            contestant: c,
+            samples: Vec::new(),
+            watch: true,
+        })
+        .collect();
     for round in 0..watch_rounds {
-        for (ci, &config) in configs.iter().enumerate() {
+        for m in &mut watches {
+            let config = m.contestant.config();
             progress.show(&format!(
-                "watch 10,000 events, {} ({}/{watch_rounds})",
+                "watch, {} events, {} ({}/{watch_rounds})",
+                o.watch_events,
                 config.name(),
                 round + 1
             ));
-            let proxy = Proxy::start(&exe, upstream);
+            let proxy = bench.cborgate();
             let use0 = proxy.usage();
-            let (body, took) = rt
-                .block_on(client::watch(proxy.addr, accept(config)))
-                .expect("watch");
+            let got = rt.block_on(async {
+                let watch = client::watch(proxy.addr, accept(config));
+                tokio::time::timeout(Duration::from_secs(120), watch).await
+            });
             let used = proxy.usage();
+            let (body, took) = match got {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    errors.push(format!("watch {}: {e}", config.name()));
+                    continue;
+                }
+                Err(_) => {
+                    errors.push(format!("watch {}: not done within 120 s", config.name()));
+                    continue;
+                }
+            };
             let events = count_events(&body, config);
-            if events != 10_000 {
+            if events != o.watch_events as u64 {
                 errors.push(format!(
-                    "watch {}: {events} events, want 10000",
-                    config.name()
+                    "watch {}: {events} events, want {}",
+                    config.name(),
+                    o.watch_events
                 ));
             }
-            let run = Run {
-                requests: events,
-                elapsed: took,
-                body_bytes: body.len() as u64,
-                ..Run::default()
-            };
-            let m = Measured {
-                scenario: "watch, 10,000 events",
-                config,
+            m.samples.push(Sample {
+                rate: events as f64 / took.as_secs_f64(),
                 per_request: used.per(use0, events),
                 peak_rss_kib: proxy.status_kib("VmHWM:"),
-                events_per_second: Some(events as f64 / took.as_secs_f64()),
-                run,
-            };
-            if best_watch[ci]
-                .as_ref()
-                .is_none_or(|b| m.events_per_second > b.events_per_second)
-            {
-                best_watch[ci] = Some(m);
-            }
+                ..Sample::default()
+            });
         }
     }
-    results.extend(best_watch.into_iter().flatten());
+    results.extend(watches.into_iter().filter(|m| !m.samples.is_empty()));
 
-    // Idle watches: RSS per watch, 1,000 of them, after 100 to warm up.
+    // Idle watches: RSS per watch, after a tenth as many to warm up.
+    let n_idle = o.idle_watches;
+    let n_warm = (n_idle / 10).max(1);
     let mut idle = Vec::new();
-    for config in configs.into_iter().filter(|_| wanted("idle")) {
-        progress.show(&format!("1,000 idle watches, {}", config.name()));
-        let proxy = Proxy::start(&exe, upstream);
+    for config in [Config::Passthrough, Config::Transcoding]
+        .into_iter()
+        .filter(|_| wanted("idle"))
+    {
+        progress.show(&format!("{n_idle} idle watches, {}", config.name()));
+        let proxy = bench.cborgate();
         let warm = rt
-            .block_on(client::idle_watches(proxy.addr, 100, accept(config)))
+            .block_on(client::idle_watches(proxy.addr, n_warm, accept(config)))
             .expect("idle watches");
         std::thread::sleep(Duration::from_millis(300));
         let before = proxy.status_kib("VmRSS:");
         let held = rt
-            .block_on(client::idle_watches(proxy.addr, 1000, accept(config)))
+            .block_on(client::idle_watches(proxy.addr, n_idle, accept(config)))
             .expect("idle watches");
         std::thread::sleep(Duration::from_millis(500));
         let after = proxy.status_kib("VmRSS:");
-        idle.push((config, after.saturating_sub(before) as f64 / 1000.0));
+        idle.push((config, after.saturating_sub(before) as f64 / n_idle as f64));
         drop(held);
         drop(warm);
     }
     // Idle watches over HTTP/2, as client-go holds them: streams of a few client
     // connections (250 each, as kube-apiserver allows), and an HTTP/2 upstream.
     let idle_h2 = wanted("idle").then(|| {
-        progress.show("1,000 idle watches over HTTP/2");
+        progress.show(&format!("{n_idle} idle watches over HTTP/2"));
         let pki = h2idle::Pki::make();
-        let b = Proxy::start_with(
+        let b = Proc::cborgate(
             &exe,
             &format!("http://{upstream}"),
             "native",
@@ -504,7 +691,7 @@ fn main() {
         let mut flags = pki.serving();
         flags.extend(["--upstream-ca".to_string(), pki.path("ca.pem")]);
         let url = format!("https://localhost:{}", b.addr.port());
-        let a = Proxy::start_with(&exe, &url, "legacy", &flags);
+        let a = Proc::cborgate(&exe, &url, "legacy", &flags);
         let open = |n: usize| {
             rt.block_on(async {
                 let mut held = Vec::new();
@@ -519,52 +706,59 @@ fn main() {
                 held
             })
         };
-        let warm = open(100);
+        let warm = open(n_warm);
         std::thread::sleep(Duration::from_millis(300));
         let before = a.status_kib("VmRSS:");
-        let held = open(1000);
+        let held = open(n_idle);
         std::thread::sleep(Duration::from_millis(500));
         let after = a.status_kib("VmRSS:");
-        let upstream_connections =
-            cborgate_standin::client::connections_to(a.child.id(), b.addr.port());
+        let upstream_connections = cborgate_standin::client::connections_to(a.pid(), b.addr.port());
         drop((held, warm));
         report::IdleH2 {
-            kib_per_watch: after.saturating_sub(before) as f64 / 1000.0,
+            kib_per_watch: after.saturating_sub(before) as f64 / n_idle as f64,
             upstream_connections,
-            watches: 1100,
+            watches: n_idle + n_warm,
         }
     });
+    progress.show("the codec's own time, in this process");
+    let codec = report::CodecTimes {
+        get: j2c_time(&pod, o.codec_reps * 100),
+        post: c2j_time(&post_cbor, o.codec_reps * 100) + j2c_time(&pod, o.codec_reps * 100),
+        list: j2c_time(&list, o.codec_reps),
+        reps: o.codec_reps,
+    };
     progress.show("done");
     eprintln!();
 
     if let Some(only) = &o.only {
         for m in &results {
+            let (lo, hi) = m.range(cpu_us);
             println!(
-                "{} {}: {:.0}/s, p50 {:?}, p99 {:?}, proxy CPU {:?} per request",
+                "{} {}: {:.0}/s, p50 {:?}, proxy CPU {:.1} µs per {} (range {lo:.1}–{hi:.1})",
                 m.scenario,
-                m.config.name(),
-                m.events_per_second.unwrap_or_else(|| m.run.per_second()),
-                m.run.percentile(0.5),
-                m.run.percentile(0.99),
-                m.per_request.cpu()
+                m.contestant.name(),
+                m.rate(),
+                Duration::from_secs_f64(m.median(|s| s.p50.as_secs_f64())),
+                m.cpu_us(),
+                if m.watch { "event" } else { "request" },
             );
         }
         for (config, kib) in &idle {
             println!(
-                "1,000 idle watches over HTTP/1.1, {}: {kib:.1} KiB each",
+                "{n_idle} idle watches over HTTP/1.1, {}: {kib:.1} KiB each",
                 config.name()
             );
         }
         if let Some(h2) = &idle_h2 {
             println!(
-                "1,000 idle watches over HTTP/2: {:.1} KiB each, {} upstream connections for {}",
+                "{n_idle} idle watches over HTTP/2: {:.1} KiB each, {} upstream connections for {}",
                 h2.kib_per_watch, h2.upstream_connections, h2.watches
             );
         }
         eprintln!("--only {only}: no report written");
         return;
     }
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
+    let commit = git(&["rev-parse", "--short", "HEAD"]);
     let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
     let report = report::Report {
         date: utc_now(),
@@ -575,13 +769,20 @@ fn main() {
         },
         seconds: o.seconds,
         rounds: o.rounds,
+        small_conns: SMALL_CONNS,
+        list_conns: LIST_CONNS,
+        load: (load_before, loadavg()),
         pod_bytes: pod.len(),
         list_bytes: list.len(),
-        event_bytes: event_bytes / 10_000,
+        event_bytes: event_bytes / o.watch_events.max(1),
+        watch_events: o.watch_events,
+        idle_watches: n_idle,
+        anchors: anchor_versions,
+        skipped,
         results,
         idle,
         idle_h2,
-        list_codec_time: codec_time(&list),
+        codec,
         errors,
     };
     std::fs::create_dir_all(&o.out).expect("create the output directory");
@@ -596,25 +797,51 @@ fn main() {
     }
 }
 
-/// The codec's own time for `json` (JSON → CBOR, the proxy's response settings), best
-/// of five in this process: what `cargo bench --bench codec` measures for the same body.
-fn codec_time(json: &[u8]) -> Duration {
-    use cborgate::codec::{JsonToCbor, JsonToCborOptions};
-    let mut out = Vec::with_capacity(json.len());
-    (0..5)
+/// The fastest of `reps` calls of `f`.
+fn best_of(reps: usize, mut f: impl FnMut()) -> Duration {
+    (0..reps.max(1))
         .map(|_| {
-            let mut t = JsonToCbor::new(JsonToCborOptions {
-                dedupe_keys: false,
-                ..Default::default()
-            });
-            out.clear();
             let started = Instant::now();
-            t.feed(json, &mut out).expect("the LIST body transcodes");
-            t.finish(&mut out).expect("the LIST body transcodes");
+            f();
             started.elapsed()
         })
         .min()
         .unwrap_or_default()
+}
+
+/// The codec's own time for `json` (JSON → CBOR with the proxy's response settings, one
+/// transcoder reset between bodies as the proxy's pool does), best of `reps` in this
+/// process: what `cargo bench --bench codec` measures for the same body.
+fn j2c_time(json: &[u8], reps: usize) -> Duration {
+    use cborgate::codec::{JsonToCbor, JsonToCborOptions};
+    let mut t = JsonToCbor::new(JsonToCborOptions {
+        dedupe_keys: false,
+        ..Default::default()
+    });
+    let mut out = Vec::with_capacity(json.len());
+    best_of(reps, || {
+        t.reset();
+        out.clear();
+        t.feed(json, &mut out).expect("the body transcodes");
+        t.finish(&mut out).expect("the body transcodes");
+    })
+}
+
+/// The codec's own time for a CBOR request body (CBOR → JSON with duplicate detection,
+/// as request bodies need, the length known), best of `reps`.
+fn c2j_time(cbor: &[u8], reps: usize) -> Duration {
+    use cborgate::codec::{CborToJson, CborToJsonOptions};
+    let mut t = CborToJson::new(CborToJsonOptions {
+        input_len: Some(cbor.len() as u64),
+        ..Default::default()
+    });
+    let mut out = Vec::with_capacity(cbor.len() * 2);
+    best_of(reps, || {
+        t.reset();
+        out.clear();
+        t.feed(cbor, &mut out).expect("the body transcodes");
+        t.finish(&mut out).expect("the body transcodes");
+    })
 }
 
 fn accept(config: Config) -> &'static str {

@@ -1,7 +1,13 @@
-//! What a run wrote: `bench/RESULTS.md` (the measurements, and each target as a measured
-//! ratio next to its goal) and `bench/results.png` (the ratios as a bar chart).
+//! What a run wrote: `bench/RESULTS.md` (the measurements of every contestant, median and
+//! range over the rounds, and each target checked within the run) and
+//! `bench/results.png` (proxy CPU per request and requests/s, haproxy and nginx next to
+//! cborgate, with the goals drawn).
 
-use crate::{Config, Measured};
+use crate::{
+    cpu_us, Config, Contestant, Measured, Sample, GET_POD, HAPROXY, LIST, NGINX, PASSTHROUGH,
+    POST_POD, TRANSCODED, WATCH,
+};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::fmt::Write;
@@ -13,21 +19,43 @@ pub struct Report {
     pub commit: String,
     pub seconds: f64,
     pub rounds: usize,
+    /// The load generator's connections for GET and POST, and for the LIST.
+    pub small_conns: usize,
+    pub list_conns: usize,
+    /// The load average (1, 5, 15 minutes) at the start and at the end of the run.
+    pub load: (String, String),
     pub pod_bytes: usize,
     pub list_bytes: usize,
     pub event_bytes: usize,
+    pub watch_events: usize,
+    pub idle_watches: usize,
+    /// The anchors run: version and path.
+    pub anchors: Vec<String>,
+    /// One line for each anchor not run, and why.
+    pub skipped: Vec<String>,
     pub results: Vec<Measured>,
     /// RSS per idle watch, KiB.
     pub idle: Vec<(Config, f64)>,
     /// Idle transcoded watches over HTTP/2, to an HTTP/2 upstream.
     pub idle_h2: Option<IdleH2>,
-    /// The codec's own time for the LIST body (JSON → CBOR, in this process, release
-    /// build, best of several), for the LIST CPU target.
-    pub list_codec_time: Duration,
+    pub codec: CodecTimes,
     pub errors: Vec<String>,
 }
 
-/// What 1,000 idle transcoded watches over HTTP/2 cost (after 100 to warm up).
+/// The codec's own time for each body, measured in the harness's process (release
+/// build, best of several).
+pub struct CodecTimes {
+    /// The 7 KB pod, JSON → CBOR (the transcoded GET's response).
+    pub get: Duration,
+    /// The pod, CBOR → JSON (the request body) plus JSON → CBOR (the 201's body).
+    pub post: Duration,
+    /// The 700-pod LIST, JSON → CBOR.
+    pub list: Duration,
+    /// Repetitions for the LIST (the pod: a hundred times as many).
+    pub reps: usize,
+}
+
+/// What idle transcoded watches over HTTP/2 cost (after a tenth as many to warm up).
 pub struct IdleH2 {
     pub kib_per_watch: f64,
     /// cborgate's connections to its HTTP/2 upstream with every watch open.
@@ -43,150 +71,254 @@ pub struct Target {
     pub goal: f64,
     pub higher_is_better: bool,
     pub unit: &'static str,
+    /// The figures it was computed from.
+    pub detail: String,
 }
 
 impl Target {
-    pub fn met(&self) -> bool {
-        if self.higher_is_better {
-            self.measured >= self.goal
+    /// `PASS`, `FAIL`, or `SKIP` when a figure it needs was not measured (an anchor not
+    /// installed, a scenario left out).
+    pub fn status(&self) -> &'static str {
+        if !self.measured.is_finite() || !self.goal.is_finite() {
+            "SKIP"
+        } else if (self.higher_is_better && self.measured >= self.goal)
+            || (!self.higher_is_better && self.measured <= self.goal)
+        {
+            "PASS"
         } else {
-            self.measured <= self.goal
+            "FAIL"
         }
+    }
+
+    fn value(&self, v: f64) -> String {
+        if !v.is_finite() {
+            "–".into()
+        } else if self.unit == "×" {
+            format!("{v:.2}×")
+        } else {
+            format!("{v:.1} {}", self.unit)
+        }
+    }
+
+    fn measured_text(&self) -> String {
+        self.value(self.measured)
+    }
+
+    fn goal_text(&self) -> String {
+        let cmp = if self.higher_is_better { "≥" } else { "≤" };
+        format!("{cmp} {}", self.value(self.goal))
     }
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
-fn us(d: Duration) -> String {
-    format!("{:.0}", d.as_secs_f64() * 1e6)
+fn target(what: String, measured: f64, goal: f64, higher: bool, unit: &'static str) -> Target {
+    Target {
+        what,
+        measured,
+        goal,
+        higher_is_better: higher,
+        unit,
+        detail: String::new(),
+    }
 }
 
 impl Report {
-    fn get(&self, scenario_prefix: &str, config: Config) -> Option<&Measured> {
+    fn get(&self, scenario: &str, c: Contestant) -> Option<&Measured> {
         self.results
             .iter()
-            .find(|m| m.scenario.starts_with(scenario_prefix) && m.config == config)
+            .find(|m| m.scenario == scenario && m.contestant == c)
     }
 
-    fn ratio(&self, scenario: &str, f: impl Fn(&Measured) -> f64) -> f64 {
-        match (
-            self.get(scenario, Config::Transcoding),
-            self.get(scenario, Config::Passthrough),
-        ) {
-            (Some(t), Some(p)) if f(p) > 0.0 => f(t) / f(p),
-            _ => f64::NAN,
+    /// The median of `f` for (scenario, contestant), NaN when not measured.
+    fn med(&self, scenario: &str, c: Contestant, f: impl Fn(&Sample) -> f64) -> f64 {
+        self.get(scenario, c).map_or(f64::NAN, |m| m.median(f))
+    }
+
+    fn cpu(&self, scenario: &str, c: Contestant) -> f64 {
+        self.med(scenario, c, cpu_us)
+    }
+
+    fn rate(&self, scenario: &str, c: Contestant) -> f64 {
+        self.med(scenario, c, |s| s.rate)
+    }
+
+    /// The per-request-cost acceptance: cborgate next to haproxy, and what transcoding
+    /// adds, each from medians within this run.
+    pub fn acceptance(&self) -> Vec<Target> {
+        let (h, n) = (self.cpu(GET_POD, HAPROXY), self.cpu(GET_POD, NGINX));
+        let (p, t) = (
+            self.cpu(GET_POD, PASSTHROUGH),
+            self.cpu(GET_POD, TRANSCODED),
+        );
+        let (pp, pt) = (
+            self.cpu(POST_POD, PASSTHROUGH),
+            self.cpu(POST_POD, TRANSCODED),
+        );
+        let (lh, lt) = (self.cpu(LIST, HAPROXY), self.cpu(LIST, TRANSCODED));
+        let list_codec = us(self.codec.list);
+        let (wp, wt) = (self.rate(WATCH, PASSTHROUGH), self.rate(WATCH, TRANSCODED));
+        let mut out = vec![
+            Target {
+                detail: format!(
+                    "cborgate {p:.1} µs, haproxy {h:.1} µs, nginx {n:.1} µs per request"
+                ),
+                ..target(
+                    "7 KB GET: cborgate JSON passthrough CPU / haproxy's".into(),
+                    p / h,
+                    1.5,
+                    false,
+                    "×",
+                )
+            },
+            Target {
+                detail: format!(
+                    "{t:.1} − {p:.1} µs; the codec alone: {:.1} µs",
+                    us(self.codec.get)
+                ),
+                ..target(
+                    "7 KB GET: CBOR transcoded − JSON passthrough CPU".into(),
+                    t - p,
+                    12.0,
+                    false,
+                    "µs",
+                )
+            },
+            Target {
+                detail: format!(
+                    "{pt:.1} − {pp:.1} µs; the codec alone (C→J request + J→C response): {:.1} µs",
+                    us(self.codec.post)
+                ),
+                ..target(
+                    "pod POST: CBOR transcoded − JSON passthrough CPU".into(),
+                    pt - pp,
+                    20.0,
+                    false,
+                    "µs",
+                )
+            },
+            Target {
+                detail: format!("goal = haproxy {lh:.0} µs + 1.2 × the codec's {list_codec:.0} µs"),
+                ..target(
+                    "LIST 700 pods: cborgate CBOR transcoded CPU".into(),
+                    lt,
+                    lh + 1.2 * list_codec,
+                    false,
+                    "µs",
+                )
+            },
+            Target {
+                detail: format!("{wt:.0} / {wp:.0} events/s"),
+                ..target(
+                    format!(
+                        "watch, {} events: transcoded / passthrough events/s",
+                        thousands(self.watch_events)
+                    ),
+                    wt / wp,
+                    0.85,
+                    true,
+                    "×",
+                )
+            },
+        ];
+        for t in &mut out {
+            t.detail = t.detail.replace("NaN µs", "not run");
         }
+        out
     }
 
+    /// The earlier targets: transcoding against passthrough within cborgate, page faults
+    /// and idle-watch memory.
     pub fn targets(&self) -> Vec<Target> {
-        let rps = |m: &Measured| m.run.per_second();
-        let cpu = |m: &Measured| m.per_request.cpu().as_secs_f64();
-        let get = |scenario: &str, c: Config, f: &dyn Fn(&Measured) -> f64| {
-            self.get(scenario, c).map_or(f64::NAN, f)
+        let ratio = |s: &str, f: &dyn Fn(&Sample) -> f64| {
+            self.med(s, TRANSCODED, f) / self.med(s, PASSTHROUGH, f)
         };
-        let events = |c: Config| {
-            get("watch", c, &|m: &Measured| {
-                m.events_per_second.unwrap_or(f64::NAN)
-            })
-        };
-        let faults = |m: &Measured| m.per_request.faults;
-        let extra_faults = |scenario: &str| {
-            get(scenario, Config::Transcoding, &faults)
-                - get(scenario, Config::Passthrough, &faults)
-        };
+        let rps = |s: &Sample| s.rate;
+        let faults = |s: &Sample| s.per_request.faults;
+        let extra_faults =
+            |s: &str| self.med(s, TRANSCODED, faults) - self.med(s, PASSTHROUGH, faults);
         let idle = self
             .idle
             .iter()
             .find(|(c, _)| *c == Config::Transcoding)
             .map_or(f64::NAN, |(_, k)| *k);
-        // LIST: transcoding CPU ≤ passthrough's + 1.2 × the codec's own time, as a ratio
-        // of the allowance (≤ 1 met).
-        let list_allowance =
-            get("LIST", Config::Passthrough, &cpu) + 1.2 * self.list_codec_time.as_secs_f64();
-        let ratio = |what: &str, measured: f64, goal: f64, higher: bool| Target {
-            what: what.into(),
-            measured,
-            goal,
-            higher_is_better: higher,
-            unit: "×",
-        };
+        let list_allowance = self.cpu(LIST, PASSTHROUGH) + 1.2 * us(self.codec.list);
+        let n = self.idle_watches;
         vec![
-            ratio(
-                "GET 7 KB: transcoding / passthrough requests/s",
-                self.ratio("GET", rps),
+            target(
+                "GET 7 KB: transcoding / passthrough requests/s".into(),
+                ratio(GET_POD, &rps),
                 0.9,
                 true,
+                "×",
             ),
-            ratio(
-                "GET 7 KB: transcoding / passthrough proxy CPU per request",
-                self.ratio("GET", cpu),
+            target(
+                "GET 7 KB: transcoding / passthrough proxy CPU per request".into(),
+                ratio(GET_POD, &cpu_us),
                 1.15,
                 false,
+                "×",
             ),
-            ratio(
-                "LIST 700 pods: transcoding / passthrough requests/s",
-                self.ratio("LIST", rps),
+            target(
+                "LIST 700 pods: transcoding / passthrough requests/s".into(),
+                ratio(LIST, &rps),
                 0.7,
                 true,
+                "×",
             ),
-            ratio(
-                "LIST 700 pods: transcoding CPU / (passthrough CPU + 1.2 × codec time)",
-                get("LIST", Config::Transcoding, &cpu) / list_allowance,
+            target(
+                "LIST 700 pods: transcoding CPU / (passthrough CPU + 1.2 × codec time)".into(),
+                self.cpu(LIST, TRANSCODED) / list_allowance,
                 1.0,
                 false,
+                "×",
             ),
-            ratio(
-                "watch: transcoded / passthrough events/s",
-                events(Config::Transcoding) / events(Config::Passthrough),
-                0.85,
-                true,
+            target(
+                "GET 7 KB: page faults per request, transcoding − passthrough".into(),
+                extra_faults(GET_POD),
+                8.0,
+                false,
+                "faults",
             ),
-            Target {
-                what: "GET 7 KB: page faults per request, transcoding − passthrough".into(),
-                measured: extra_faults("GET"),
-                goal: 8.0,
-                higher_is_better: false,
-                unit: "faults",
-            },
-            Target {
-                what: "LIST 700 pods: page faults per request, transcoding − passthrough".into(),
-                measured: extra_faults("LIST"),
-                goal: 8.0,
-                higher_is_better: false,
-                unit: "faults",
-            },
-            Target {
-                what: "watch: page faults per event, transcoding − passthrough".into(),
-                measured: extra_faults("watch"),
-                goal: 8.0,
-                higher_is_better: false,
-                unit: "faults",
-            },
-            Target {
-                what: "idle transcoded watch (HTTP/1.1): proxy RSS per watch".into(),
-                measured: idle,
-                goal: 32.0,
-                higher_is_better: false,
-                unit: "KiB",
-            },
-            Target {
-                what: "idle transcoded watch (HTTP/2 both sides): proxy RSS per watch".into(),
-                measured: self.idle_h2.as_ref().map_or(f64::NAN, |h| h.kib_per_watch),
-                goal: 12.0,
-                higher_is_better: false,
-                unit: "KiB",
-            },
-            Target {
-                what: "HTTP/2 watches per upstream connection".into(),
-                measured: self.idle_h2.as_ref().map_or(f64::NAN, |h| {
+            target(
+                "LIST 700 pods: page faults per request, transcoding − passthrough".into(),
+                extra_faults(LIST),
+                8.0,
+                false,
+                "faults",
+            ),
+            target(
+                "watch: page faults per event, transcoding − passthrough".into(),
+                extra_faults(WATCH),
+                8.0,
+                false,
+                "faults",
+            ),
+            target(
+                format!("{n} idle transcoded watches (HTTP/1.1): proxy RSS per watch"),
+                idle,
+                32.0,
+                false,
+                "KiB",
+            ),
+            target(
+                format!("{n} idle transcoded watches (HTTP/2 both sides): proxy RSS per watch"),
+                self.idle_h2.as_ref().map_or(f64::NAN, |h| h.kib_per_watch),
+                12.0,
+                false,
+                "KiB",
+            ),
+            target(
+                "HTTP/2 watches per upstream connection".into(),
+                self.idle_h2.as_ref().map_or(f64::NAN, |h| {
                     h.watches as f64 / h.upstream_connections.max(1) as f64
                 }),
-                goal: 100.0,
-                higher_is_better: true,
-                unit: "watches",
-            },
+                100.0,
+                true,
+                "watches",
+            ),
         ]
     }
 
@@ -195,89 +327,110 @@ impl Report {
         let _ = writeln!(s, "# End-to-end results\n");
         let _ = writeln!(
             s,
-            "Written by `bench/load.sh` (see `bench/README.md`); do not \
-             edit by hand.\n\n- **Run:** {}, commit `{}`\n- **Machine:** {}\n- **Method:** \
-             {} round(s) of {:.1} s per scenario and configuration, taking turns; best round \
-             kept. A fresh `cborgate serve --mode legacy` per run, in front of a static-body \
-             upstream; client, upstream and proxy share the machine.\n- **Bodies:** pod {} \
-             bytes of JSON, list {} bytes (700 pods), watch events {} bytes each on average.\n",
+            "Written by `bench/load.sh` (see `bench/README.md`); do not edit by hand.\n\n\
+             - **Run:** {}, commit `{}`\n\
+             - **Machine:** {}; load average (1, 5, 15 min) {} at the start, {} at the end\n\
+             - **Method:** every contestant in front of the same static-body upstream, \
+             driven by the same load generator (one thread; {} keep-alive connections for \
+             GET and POST, {} for the LIST), {:.1} s per turn after a 0.3 s warm-up, a fresh \
+             proxy process per turn; turns round-robin over the contestants, rounds: {}. \
+             Figures are the median over the rounds, with the range. Proxy CPU per request is \
+             the proxy's utime + stime (`/proc/PID/stat`: the whole process, all threads; \
+             for nginx, master and workers summed) over the turn, divided by the requests \
+             completed. The watch: one at a time, 2 × rounds turns each. Client, upstream \
+             and proxy share the machine.\n\
+             - **Anchors:** {}\n\
+             - **Bodies:** pod {} bytes of JSON, list {} bytes (700 pods), watch events {} \
+             bytes each on average.\n\
+             - **The codec's own time** (this process, best of {} for the LIST, {} for the \
+             pod): pod J→C {:.1} µs; pod C→J + J→C (the POST) {:.1} µs; LIST J→C {:.0} µs.\n",
             self.date,
             self.commit,
             machine(),
-            self.rounds,
+            self.load.0,
+            self.load.1,
+            self.small_conns,
+            self.list_conns,
             self.seconds,
+            self.rounds,
+            if self.anchors.is_empty() {
+                "none run".to_string()
+            } else {
+                self.anchors.join("; ")
+            },
             self.pod_bytes,
             self.list_bytes,
-            self.event_bytes
+            self.event_bytes,
+            self.codec.reps,
+            self.codec.reps * 100,
+            us(self.codec.get),
+            us(self.codec.post),
+            us(self.codec.list),
         );
-        let _ = writeln!(s, "## Targets (ratios measured within this run)\n");
-        let _ = writeln!(
-            s,
-            "| target | measured | goal | met |\n|---|---:|---:|:---:|"
-        );
-        for t in self.targets() {
-            let (m, g) = if t.unit == "×" {
-                (
-                    format!("{:.2}×", t.measured),
-                    format!("{} {:.2}×", cmp(&t), t.goal),
-                )
-            } else {
-                (
-                    format!("{:.1} {}", t.measured, t.unit),
-                    format!("{} {:.0} {}", cmp(&t), t.goal, t.unit),
-                )
-            };
-            let _ = writeln!(
-                s,
-                "| {} | {m} | {g} | {} |",
-                t.what,
-                if t.met() { "yes" } else { "**no**" }
-            );
+        for line in &self.skipped {
+            let _ = writeln!(s, "- **Skipped:** {line}");
         }
+        let _ = writeln!(s, "\n## Per-request cost against haproxy and nginx\n");
+        target_table(&mut s, &self.acceptance());
         let _ = writeln!(
             s,
-            "\n## Measurements\n\n| scenario | configuration | requests/s | p50 ms | p99 ms | \
-             proxy CPU µs/request (user + sys) | page faults/request | proxy peak RSS MiB | errors |\n\
-             |---|---|---:|---:|---:|---:|---:|---:|---:|"
+            "\n## Measurements\n\n| scenario | contestant | requests/s | proxy CPU µs per \
+             request | user + sys µs | p50 ms | p99 ms | page faults per request | peak RSS \
+             MiB | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for m in &self.results {
-            let rate = match m.events_per_second {
-                Some(e) => format!("{e:.0} events/s"),
-                None => format!("{:.0}", m.run.per_second()),
+            let (rlo, rhi) = m.range(|x| x.rate);
+            let (clo, chi) = m.range(cpu_us);
+            let ms = |f: fn(&Sample) -> Duration| {
+                if m.watch {
+                    "–".to_string()
+                } else {
+                    format!("{:.2}", m.median(|x| f(x).as_secs_f64() * 1e3))
+                }
             };
-            let (p50, p99) = if m.events_per_second.is_some() {
-                ("–".to_string(), "–".to_string())
+            let scenario = if m.watch {
+                format!("watch, {} events", thousands(self.watch_events))
             } else {
-                (ms(m.run.percentile(0.5)), ms(m.run.percentile(0.99)))
+                m.scenario.to_string()
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {rate} | {p50} | {p99} | {} ({} + {}){} | {:.1} | {:.1} | {} |",
-                m.scenario,
-                m.config.name(),
-                us(m.per_request.cpu()),
-                us(m.per_request.user),
-                us(m.per_request.sys),
-                if m.events_per_second.is_some() {
-                    " per event"
-                } else {
-                    ""
-                },
-                m.per_request.faults,
-                m.peak_rss_kib as f64 / 1024.0,
-                m.run.errors
+                "| {scenario} | {} | {:.0} ({rlo:.0}–{rhi:.0}){} | {:.1} ({clo:.1}–{chi:.1}){} | \
+                 {:.1} + {:.1} | {} | {} | {:.1} | {:.1} | {} |",
+                m.contestant.name(),
+                m.rate(),
+                if m.watch { " events/s" } else { "" },
+                m.cpu_us(),
+                if m.watch { " per event" } else { "" },
+                m.median(|x| us(x.per_request.user)),
+                m.median(|x| us(x.per_request.sys)),
+                ms(|x| x.p50),
+                ms(|x| x.p99),
+                m.median(|x| x.per_request.faults),
+                m.median(|x| x.peak_rss_kib as f64) / 1024.0,
+                m.errors()
             );
         }
+        let _ = writeln!(
+            s,
+            "\n## Other targets (cborgate transcoding against passthrough)\n"
+        );
+        target_table(&mut s, &self.targets());
         let _ = writeln!(s, "\n| idle watches | proxy RSS per watch |\n|---|---:|");
         for (c, k) in &self.idle {
-            let _ = writeln!(s, "| 1,000 over HTTP/1.1, {} | {k:.1} KiB |", c.name());
+            let _ = writeln!(
+                s,
+                "| {} over HTTP/1.1, {} | {k:.1} KiB |",
+                self.idle_watches,
+                c.name()
+            );
         }
         if let Some(h) = &self.idle_h2 {
             let _ = writeln!(
                 s,
-                "| 1,000 over HTTP/2 (250 per client connection), transcoding, to an HTTP/2 \
+                "| {} over HTTP/2 (250 per client connection), transcoding, to an HTTP/2 \
                  upstream | {:.1} KiB ({} upstream connections for {} watches) |",
-                h.kib_per_watch, h.upstream_connections, h.watches
+                self.idle_watches, h.kib_per_watch, h.upstream_connections, h.watches
             );
         }
         if !self.errors.is_empty() {
@@ -286,160 +439,340 @@ impl Report {
                 let _ = writeln!(s, "- {e}");
             }
         }
-        let _ = writeln!(s, "\n![transcoding / passthrough](results.png)");
+        let _ = writeln!(
+            s,
+            "\n![proxy CPU per request and requests/s, haproxy and nginx next to cborgate](results.png)"
+        );
         s
     }
 
+    /// What the run prints: the figures, then every target as PASS, FAIL or SKIP.
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        for t in self.targets() {
+        for m in &self.results {
+            let (lo, hi) = m.range(cpu_us);
             let _ = writeln!(
                 s,
-                "{:<62} {:>10.2} {:<8} goal {} {} {}",
+                "{:<22} {:<28} {:>9.0} {:<10} {:>8.1} µs CPU per {} ({lo:.1}–{hi:.1})",
+                if m.watch { "watch" } else { m.scenario },
+                m.contestant.name(),
+                m.rate(),
+                if m.watch { "events/s" } else { "requests/s" },
+                m.cpu_us(),
+                if m.watch { "event" } else { "request" },
+            );
+        }
+        for line in &self.skipped {
+            let _ = writeln!(s, "{line}");
+        }
+        for t in self.acceptance().iter().chain(&self.targets()) {
+            let _ = writeln!(
+                s,
+                "{} {:<70} {:>10} (goal {}){}",
+                t.status(),
                 t.what,
-                t.measured,
-                t.unit,
-                cmp(&t),
-                t.goal,
-                if t.met() { "met" } else { "NOT MET" }
+                t.measured_text(),
+                t.goal_text(),
+                if t.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", t.detail)
+                }
             );
         }
         s
     }
 
-    /// Bars: transcoding / passthrough, for requests/s and CPU per request, per scenario,
-    /// with each scenario's goal drawn as a tick.
+    /// Six panels: proxy CPU per request for the GET, the POST and the LIST, requests/s
+    /// for the GET and the LIST, events/s for the watch; one bar per contestant (the
+    /// median, with the range as a whisker), the goals as black ticks.
     pub fn chart(&self, path: &Path) -> Result<(), String> {
         let _ = register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
-        let scenarios = ["GET", "LIST", "POST", "watch"];
-        let labels = [
-            "GET pod 7 KB",
-            "LIST 700 pods",
-            "POST pod",
-            "watch 10,000 events",
-        ];
-        let rps = |m: &Measured| m.events_per_second.unwrap_or_else(|| m.run.per_second());
-        let cpu = |m: &Measured| m.per_request.cpu().as_secs_f64();
-        let thr: Vec<f64> = scenarios.iter().map(|s| self.ratio(s, rps)).collect();
-        let cpus: Vec<f64> = scenarios.iter().map(|s| self.ratio(s, cpu)).collect();
-        let top = thr
-            .iter()
-            .chain(&cpus)
-            .copied()
-            .filter(|v| v.is_finite())
-            .fold(1.5f64, f64::max)
-            * 1.35;
         let e = |e: &dyn std::fmt::Debug| format!("{e:?}");
-        let root = BitMapBackend::new(path, (1100, 600)).into_drawing_area();
+        let root = BitMapBackend::new(path, (1500, 900)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(&x))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "cborgate: transcoding / passthrough ({}, {})",
-                    self.date, self.commit
-                ),
-                ("sans-serif", 22),
+        let (head, body) = root.split_vertically(70);
+        head.draw_text(
+            &format!(
+                "cborgate against haproxy and nginx: {}, commit {} (median of {} round(s), whiskers: range)",
+                self.date, self.commit, self.rounds
+            ),
+            &("sans-serif", 21).into_font().color(&BLACK),
+            (16, 10),
+        )
+        .map_err(|x| e(&x))?;
+        let mut x = 16;
+        for c in [HAPROXY, NGINX, PASSTHROUGH, TRANSCODED] {
+            head.draw(&Rectangle::new([(x, 44), (x + 14, 58)], colour(c).filled()))
+                .map_err(|x| e(&x))?;
+            head.draw_text(
+                c.name(),
+                &("sans-serif", 15).into_font().color(&BLACK),
+                (x + 20, 43),
             )
-            .margin(16)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..scenarios.len() as f64, 0f64..top)
             .map_err(|x| e(&x))?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc("ratio (passthrough = 1)")
-            .draw()
-            .map_err(|x| e(&x))?;
-        // Two bars per scenario: throughput on the left, CPU on the right.
-        let bars = [
+            x += 40 + 8 * c.name().len() as i32;
+        }
+        head.draw(&PathElement::new(
+            vec![(x, 51), (x + 18, 51)],
+            BLACK.stroke_width(3),
+        ))
+        .map_err(|x| e(&x))?;
+        head.draw_text(
+            "goal",
+            &("sans-serif", 15).into_font().color(&BLACK),
+            (x + 24, 43),
+        )
+        .map_err(|x| e(&x))?;
+
+        let four = [HAPROXY, NGINX, PASSTHROUGH, TRANSCODED];
+        let two = [PASSTHROUGH, TRANSCODED];
+        let cpu = |m: &Sample| cpu_us(m);
+        let rps = |m: &Sample| m.rate;
+        let p = self.cpu(GET_POD, PASSTHROUGH);
+        let goals_get = [
+            (PASSTHROUGH, 1.5 * self.cpu(GET_POD, HAPROXY)),
+            (TRANSCODED, p + 12.0),
+        ];
+        let goals_post = [(TRANSCODED, self.cpu(POST_POD, PASSTHROUGH) + 20.0)];
+        let goals_list = [(
+            TRANSCODED,
+            self.cpu(LIST, HAPROXY) + 1.2 * us(self.codec.list),
+        )];
+        let goals_watch = [(TRANSCODED, 0.85 * self.rate(WATCH, PASSTHROUGH))];
+        type Panel<'a> = (
+            &'a str,
+            &'a str,
+            &'a str,
+            &'a [Contestant],
+            &'a dyn Fn(&Sample) -> f64,
+            &'a [(Contestant, f64)],
+        );
+        let cpu_unit = "µs per request";
+        let panels: [Panel; 6] = [
             (
-                &thr,
-                0.12,
-                RGBColor(50, 90, 200),
-                "requests/s (watch: events/s)",
+                "GET pod 7 KB: proxy CPU",
+                cpu_unit,
+                GET_POD,
+                &four,
+                &cpu,
+                &goals_get,
             ),
             (
-                &cpus,
-                0.52,
-                RGBColor(220, 80, 60),
-                "proxy CPU per request (watch: per event)",
+                "POST pod: proxy CPU",
+                cpu_unit,
+                POST_POD,
+                &two,
+                &cpu,
+                &goals_post,
+            ),
+            (
+                "LIST 700 pods: proxy CPU",
+                cpu_unit,
+                LIST,
+                &four,
+                &cpu,
+                &goals_list,
+            ),
+            (
+                "GET pod 7 KB: requests/s",
+                "requests/s",
+                GET_POD,
+                &four,
+                &rps,
+                &[],
+            ),
+            (
+                "LIST 700 pods: requests/s",
+                "requests/s",
+                LIST,
+                &four,
+                &rps,
+                &[],
+            ),
+            (
+                "watch: events/s",
+                "events/s",
+                WATCH,
+                &two,
+                &rps,
+                &goals_watch,
             ),
         ];
-        for (values, off, colour, label) in bars {
-            chart
-                .draw_series(
-                    values
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, v)| v.is_finite())
-                        .map(|(i, v)| {
-                            let x = i as f64 + off;
-                            Rectangle::new([(x, 0.0), (x + 0.36, *v)], colour.filled())
-                        }),
-                )
-                .map_err(|x| e(&x))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
-                });
+        for (area, (title, unit, scenario, who, f, goals)) in
+            body.split_evenly((2, 3)).iter().zip(panels)
+        {
+            let bars: Vec<Bar> = who
+                .iter()
+                .filter_map(|&c| {
+                    let m = self.get(scenario, c)?;
+                    let (lo, hi) = m.range(f);
+                    Some(Bar {
+                        contestant: c,
+                        value: m.median(f),
+                        lo,
+                        hi,
+                        goal: goals.iter().find(|(g, _)| *g == c).map(|(_, v)| *v),
+                    })
+                })
+                .collect();
+            panel(area, title, unit, &bars).map_err(|x| e(&x))?;
         }
-        // Goals: GET requests/s ≥ 0.9, GET CPU ≤ 1.25, LIST requests/s ≥ 0.7.
-        let goals = [(0usize, 0.12, 0.9), (0, 0.52, 1.15), (1, 0.12, 0.7)];
-        chart
-            .draw_series(goals.iter().map(|&(i, off, g)| {
-                let x = i as f64 + off;
-                PathElement::new(vec![(x - 0.03, g), (x + 0.39, g)], BLACK.stroke_width(3))
-            }))
-            .map_err(|x| e(&x))?
-            .label("goal")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], BLACK.stroke_width(3)));
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(0.0, 1.0), (scenarios.len() as f64, 1.0)],
-                BLACK.mix(0.5),
-            )))
-            .map_err(|x| e(&x))?;
-        for (i, (l, (t, c))) in labels.iter().zip(thr.iter().zip(&cpus)).enumerate() {
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    l.to_string(),
-                    (i as f64 + 0.12, top * 0.80),
-                    ("sans-serif", 16).into_font().color(&BLACK),
-                )))
-                .map_err(|x| e(&x))?;
-            for (v, off) in [(t, 0.14), (c, 0.54)] {
-                if v.is_finite() {
-                    chart
-                        .draw_series(std::iter::once(Text::new(
-                            format!("{v:.2}"),
-                            (i as f64 + off, v + top * 0.035),
-                            ("sans-serif", 15),
-                        )))
-                        .map_err(|x| e(&x))?;
-                }
-            }
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 15))
-            .draw()
-            .map_err(|x| e(&x))?;
         root.present().map_err(|x| e(&x))?;
         Ok(())
     }
 }
 
-fn cmp(t: &Target) -> &'static str {
-    if t.higher_is_better {
-        "≥"
-    } else {
-        "≤"
+fn target_table(s: &mut String, targets: &[Target]) {
+    let _ = writeln!(
+        s,
+        "| target | measured | goal | result | from |\n|---|---:|---:|:---:|---|"
+    );
+    for t in targets {
+        let status = match t.status() {
+            "PASS" => "PASS",
+            other => {
+                if other == "FAIL" {
+                    "**FAIL**"
+                } else {
+                    "SKIP"
+                }
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {status} | {} |",
+            t.what,
+            t.measured_text(),
+            t.goal_text(),
+            t.detail
+        );
     }
+}
+
+/// One bar of a panel.
+struct Bar {
+    contestant: Contestant,
+    value: f64,
+    lo: f64,
+    hi: f64,
+    goal: Option<f64>,
+}
+
+fn colour(c: Contestant) -> RGBColor {
+    match c {
+        HAPROXY => RGBColor(120, 120, 120),
+        NGINX => RGBColor(60, 150, 80),
+        PASSTHROUGH => RGBColor(50, 90, 200),
+        _ => RGBColor(220, 80, 60),
+    }
+}
+
+fn panel(
+    area: &DrawingArea<BitMapBackend, Shift>,
+    title: &str,
+    unit: &str,
+    bars: &[Bar],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let finite = |v: f64| v.is_finite().then_some(v);
+    let top = bars
+        .iter()
+        .flat_map(|b| [finite(b.hi), finite(b.value), b.goal.and_then(finite)])
+        .flatten()
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.2;
+    if bars.is_empty() {
+        area.titled(&format!("{title}: not measured"), ("sans-serif", 18))?;
+        return Ok(());
+    }
+    let n = bars.len() as u32;
+    // `0..n - 1` has n segments; the right edge of the last one is `Last` (one bar:
+    // `0..1`, two segments, the second empty).
+    let right = |i: u32| {
+        if i + 1 == n && n > 1 {
+            SegmentValue::Last
+        } else {
+            SegmentValue::Exact(i + 1)
+        }
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0u32..(n - 1).max(1)).into_segmented(), 0f64..top)?;
+    let short: Vec<&str> = bars.iter().map(|b| b.contestant.short()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(unit)
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => short.get(*i as usize).copied().unwrap_or("").into(),
+            _ => String::new(),
+        })
+        .y_label_formatter(&|v| {
+            if top >= 10_000.0 {
+                format!("{:.0}k", v / 1000.0)
+            } else {
+                format!("{v:.0}")
+            }
+        })
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (i, b) in bars.iter().enumerate() {
+        let i = i as u32;
+        if !b.value.is_finite() {
+            continue;
+        }
+        let mut r = Rectangle::new(
+            [(SegmentValue::Exact(i), 0.0), (right(i), b.value)],
+            colour(b.contestant).filled(),
+        );
+        r.set_margin(0, 0, 12, 12);
+        chart.draw_series(std::iter::once(r))?;
+        if b.lo.is_finite() && b.hi > b.lo {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![
+                    (SegmentValue::CenterOf(i), b.lo),
+                    (SegmentValue::CenterOf(i), b.hi),
+                ],
+                BLACK.stroke_width(2),
+            )))?;
+        }
+        let label = if b.value >= 10_000.0 {
+            format!("{:.1}k", b.value / 1000.0)
+        } else if b.value >= 100.0 {
+            format!("{:.0}", b.value)
+        } else {
+            format!("{:.1}", b.value)
+        };
+        chart.draw_series(std::iter::once(Text::new(
+            label,
+            (SegmentValue::Exact(i), b.value.max(b.hi) + top * 0.02),
+            ("sans-serif", 14),
+        )))?;
+        if let Some(g) = b.goal.filter(|g| g.is_finite()) {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(SegmentValue::Exact(i), g), (right(i), g)],
+                BLACK.stroke_width(3),
+            )))?;
+        }
+    }
+    Ok(())
+}
+
+/// `10000` → `10,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// CPU model and count, from /proc/cpuinfo.
@@ -453,4 +786,29 @@ fn machine() -> String {
         .to_string();
     let cpus = info.lines().filter(|l| l.starts_with("processor")).count();
     format!("{cpus} × {model}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(300), "300");
+        assert_eq!(thousands(10_000), "10,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn a_target_without_its_figures_is_skipped() {
+        let t = |m: f64, g: f64| target("t".into(), m, g, false, "µs");
+        assert_eq!(t(10.0, 12.0).status(), "PASS");
+        assert_eq!(t(13.0, 12.0).status(), "FAIL");
+        assert_eq!(t(f64::NAN, 12.0).status(), "SKIP");
+        assert_eq!(t(10.0, f64::NAN).status(), "SKIP");
+        let h = target("h".into(), 0.9, 0.85, true, "×");
+        assert_eq!(h.status(), "PASS");
+        assert_eq!(h.goal_text(), "≥ 0.85×");
+    }
 }
