@@ -429,14 +429,18 @@ impl Exchange {
         }
     }
 
-    /// The plan, once planned (`proxy::hold` reads it).
-    pub fn planned_plan(&self) -> Option<&Plan> {
-        self.planned().ok().map(|p| &p.plan)
-    }
-
-    /// Protected as a client with old CBOR limits, of this family (`proxy::hold`).
-    pub fn protect(&mut self, client: Option<crate::negotiate::client::ClientFamily>) {
+    /// Whether the request is protected as a client with old CBOR limits (`decide`, from
+    /// the plan: its client family, remembered for the metric) and held (`proxy::hold`).
+    pub fn protect_with(
+        &mut self,
+        decide: impl FnOnce(&Plan) -> (Option<crate::negotiate::client::ClientFamily>, bool),
+    ) -> bool {
+        let Ok(p) = self.planned() else {
+            return false;
+        };
+        let (client, held) = decide(&p.plan);
         self.protected = client;
+        held
     }
 
     /// The family of a protected client.

@@ -63,9 +63,6 @@ impl Hold {
     /// [`Exchange::protected`], with its client family for the metric) and whether
     /// it is held (`true`: answer it with [`serve`]).
     pub fn protect(&self, session: &mut Session, ex: &mut Exchange) -> bool {
-        let Some(plan) = ex.planned_plan() else {
-            return false;
-        };
         let req = session.req_header();
         let text = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok());
         let user_agent = text("user-agent");
@@ -75,9 +72,11 @@ impl Hold {
         }
         let accept = super::header_list(req, "accept");
         let declared = text("content-length").and_then(|v| v.trim().parse().ok());
-        let protected = self.protection.protects(plan, true, accept.as_deref());
-        let held = self.protection.holds(plan, protected, declared);
-        ex.protect(protected.then_some(agent.family));
+        let held = ex.protect_with(|plan| {
+            let protected = self.protection.protects(plan, true, accept.as_deref());
+            let held = self.protection.holds(plan, protected, declared);
+            (protected.then_some(agent.family), held)
+        });
         held && session.as_mut().is_body_empty()
     }
 }
