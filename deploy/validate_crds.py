@@ -81,7 +81,7 @@ SERVE_FLAGS = {
     "--upstream-http2": True, "--upstream-http2-max-streams": True,
     "--codec-window-bytes": True, "--codec-strings": True, "--codec-max-depth": True,
     "--codec-max-string-bytes": True, "--codec-max-request-body-bytes": True,
-    "--log-level": True, "--log-format": True,
+    "--log-level": True, "--log-format": True, "--log-queue-lines": True,
     # Booleans: `--flag` alone is true; a value only as `--flag=true|false`.
     "--compress-responses": False, "--upstream-insecure-skip-verify": False,
 }

@@ -335,13 +335,21 @@ pub struct LogConfig {
     pub level: String,
     /// `text` or `json`.
     pub format: String,
+    /// Lines that may wait to be written to stderr, at least 1; when stderr does not
+    /// keep up, further lines are dropped and counted, and requests never wait.
+    pub queue_lines: usize,
 }
+
+/// The most `log.queue_lines` may be: each line waiting takes a slot of the queue's
+/// channel, allocated at start-up.
+pub const MAX_LOG_QUEUE_LINES: usize = 1 << 20;
 
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             level: "info".into(),
             format: "text".into(),
+            queue_lines: 16_384,
         }
     }
 }
@@ -467,6 +475,12 @@ impl Config {
                 "log.level: {:?} is not one of {}",
                 self.log.level,
                 LOG_LEVELS.join(", ")
+            )));
+        }
+        if !(1..=MAX_LOG_QUEUE_LINES).contains(&self.log.queue_lines) {
+            return Err(ConfigError(format!(
+                "log.queue_lines: {} is not between 1 and {MAX_LOG_QUEUE_LINES}",
+                self.log.queue_lines
             )));
         }
         let overlap = l.port() == a.port()

@@ -199,6 +199,10 @@ pub struct ServeArgs {
     /// Log level (log.level; RUST_LOG wins when set) [default: info].
     #[arg(long, value_parser = crate::config::LOG_LEVELS)]
     pub log_level: Option<String>,
+    /// Log lines that may wait to be written to stderr; beyond, lines are dropped and
+    /// counted in cborgate_log_lines_dropped_total (log.queue_lines) [default: 16384].
+    #[arg(long, value_name = "N")]
+    pub log_queue_lines: Option<usize>,
 }
 
 impl clap::ValueEnum for Mode {
@@ -266,6 +270,7 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     list(&mut c.server.tls_cipher_suites, &args.tls_cipher_suites);
     set(&mut c.log.format, &args.log_format);
     set(&mut c.log.level, &args.log_level);
+    put(&mut c.log.queue_lines, args.log_queue_lines);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
     }
@@ -365,9 +370,9 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            crate::ops::logs::init(&config.log);
+            let logs = crate::ops::logs::init(&config.log);
             match crate::process::server::build(config) {
-                Ok(built) => crate::process::server::run(built),
+                Ok(built) => crate::process::server::run(built, logs),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)
