@@ -20,7 +20,7 @@ use prometheus::IntCounter;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -57,11 +57,12 @@ pub fn init(log: &LogConfig) -> Flush {
 /// agent make it.
 const QUEUE_BYTES: usize = 16 << 20;
 
-/// The writer thread lets lines gather for this long after the first one of a
-/// batch, unless [`BATCH_BYTES`] have gathered first: one wake-up and one write
-/// for many lines, rather than a wake-up per line (a thread woken for each line
-/// cost more CPU per request than the write to stderr it saved; measured, see
-/// the commit that brought this in). A line reaches stderr at most this late.
+/// The writer thread writes at most once in this long, unless [`BATCH_BYTES`]
+/// have gathered: when lines come fast, one wake-up and one write for many lines
+/// rather than a wake-up per line (a thread woken for each line cost more CPU per
+/// request than the write to stderr it saved; measured, see the commit that
+/// brought this in). A line that comes after a quiet spell is written at once;
+/// none waits longer than this.
 const GATHER: Duration = Duration::from_millis(20);
 
 /// Lines are written in blocks of about this many bytes when they come fast.
@@ -163,6 +164,7 @@ impl Shared {
     /// flush is asked and everything queued before is written.
     fn write_to(&self, mut out: impl Write, dropped: &IntCounter) {
         let mut batch = Vec::new();
+        let mut last_write: Option<Instant> = None;
         loop {
             let mut s = self.lock();
             while s.lines.is_empty() && !s.stop {
@@ -170,14 +172,16 @@ impl Shared {
                 s = self.wake.wait(s).unwrap_or_else(|e| e.into_inner());
             }
             s.idle = false;
-            let (s, _) = self
+            // Lines gather until GATHER after the last write.
+            let wait = last_write.map_or(Duration::ZERO, |t| GATHER.saturating_sub(t.elapsed()));
+            let (mut s, _) = self
                 .wake
-                .wait_timeout_while(s, GATHER, |s| !s.stop && s.lines.len() < BATCH_BYTES)
+                .wait_timeout_while(s, wait, |s| !s.stop && s.lines.len() < BATCH_BYTES)
                 .unwrap_or_else(|e| e.into_inner());
-            let mut s = s;
             std::mem::swap(&mut s.lines, &mut batch);
             let (count, stop) = (std::mem::take(&mut s.count), s.stop);
             drop(s);
+            last_write = Some(Instant::now());
             if !batch.is_empty() && out.write_all(&batch).and_then(|()| out.flush()).is_err() {
                 dropped.inc_by(count as u64);
             }
