@@ -709,9 +709,9 @@ fn write_float(out: &mut impl fmt::Write, value: f64) -> fmt::Result {
 /// The text format's fields as tracing-subscriber's `DefaultFields` writes them
 /// (`name=value`, separated by spaces; strings quoted and escaped as Rust's `Debug`
 /// writes them), but strings that need no escape, numbers and booleans written as
-/// they are rather than through `Debug`. The message, `%` values (whose `Display`
-/// tracing passes as `Debug`), and everything when colours are on, are left to
-/// `DefaultFields`, with its escape of terminal control sequences in messages.
+/// they are rather than through `Debug`, and no colour codes to fill in. The
+/// message, and everything when colours are on, are left to `DefaultFields`, with
+/// its escape of terminal control sequences in messages.
 struct TextFields;
 
 impl<'w> FormatFields<'w> for TextFields {
@@ -746,12 +746,11 @@ impl TextVisitor<'_> {
         {
             return false;
         }
-        let pad = if std::mem::take(&mut self.first) {
-            ""
-        } else {
-            " "
-        };
-        self.result = write!(self.writer, "{pad}{name}=");
+        let first = std::mem::take(&mut self.first);
+        let w = &mut self.writer;
+        self.result = (if first { Ok(()) } else { w.write_char(' ') })
+            .and_then(|()| w.write_str(name))
+            .and_then(|()| w.write_char('='));
         true
     }
 
@@ -790,14 +789,22 @@ impl Visit for TextVisitor<'_> {
         let plain = value
             .bytes()
             .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\');
+        let w = &mut self.writer;
         self.result = if plain {
-            write!(self.writer, "\"{value}\"")
+            w.write_char('"')
+                .and_then(|()| w.write_str(value))
+                .and_then(|()| w.write_char('"'))
         } else {
-            write!(self.writer, "{value:?}")
+            write!(w, "{value:?}")
         };
     }
+    /// A `%` value's `Display`, which tracing passes as its `Debug`.
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.default_fields(field, |v| v.record_debug(field, value));
+        if self.plain(field) {
+            self.result = write!(self.writer, "{value:?}");
+        } else {
+            self.default_fields(field, |v| v.record_debug(field, value));
+        }
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
         self.default_fields(field, |v| v.record_error(field, value));
@@ -1139,6 +1146,8 @@ mod tests {
                 n = -1i64,
                 ok = true,
                 user = None::<&str>,
+                debug = ?Some("x"),
+                r#type = "raw",
                 "request"
             )
         };
