@@ -340,8 +340,8 @@ pub struct LogConfig {
     pub queue_lines: usize,
 }
 
-/// The most `log.queue_lines` may be: each line waiting takes a slot of the queue's
-/// channel, allocated at start-up.
+/// The most `log.queue_lines` may be. The queue holds at most 16 MiB of lines in any
+/// case (src/ops/logs.rs); beyond a million lines a bound in lines means nothing.
 pub const MAX_LOG_QUEUE_LINES: usize = 1 << 20;
 
 impl Default for LogConfig {
