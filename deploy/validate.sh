@@ -183,7 +183,7 @@ if [[ -f "$OUT/sidecar-aggregated.yaml" ]]; then
   fi
 fi
 
-note "== alert rules evaluated (promtool test rules, deploy/monitoring/rules-test.yaml)"
+note "== alert and recording rules evaluated (promtool test rules, deploy/monitoring/rules-test.yaml)"
 # promtool from $PROMTOOL, PATH, or Debian's prometheus package (unpacked into
 # the cache, not installed; apt-get download needs the network once).
 find_promtool() {
@@ -210,7 +210,7 @@ rules = [d for d in yaml.safe_load_all(open(sys.argv[1], encoding="utf-8")) if d
 yaml.safe_dump({"groups": [g for r in rules for g in r["spec"]["groups"]]}, open(sys.argv[2], "w"), sort_keys=False)
 EOF
     if (cd "$OUT/rules" && "$promtool_bin" test rules rules-test.yaml >"$OUT/rules/out.txt" 2>&1); then
-      note "  ok   $(grep -c 'alertname:' "$HERE/monitoring/rules-test.yaml") alert evaluations pass ($("$promtool_bin" --version 2>&1 | head -n 1))"
+      note "  ok   $(grep -c 'alertname:' "$HERE/monitoring/rules-test.yaml") alert evaluations and $(grep -c 'expr:' "$HERE/monitoring/rules-test.yaml") recording-rule queries pass ($("$promtool_bin" --version 2>&1 | head -n 1))"
     else
       fail "promtool test rules"; sed 's/^/       /' "$OUT/rules/out.txt"
     fi

@@ -8,7 +8,9 @@ Used by validate.sh; needs PyYAML and kubernetes-validate (validate.sh installs 
       - built-in kinds: strict JSON-schema validation with kubernetes-validate
         against Kubernetes V (APIService included: the package bundles it);
       - ServiceMonitor, PrometheusRule (monitoring.coreos.com/v1): structural checks
-        (required fields, types, durations, one of alert/record, balanced PromQL);
+        (required fields, types, durations, one of alert/record, balanced PromQL;
+        recording rules named level:metric:operations, each once, and a recorded
+        series used only after the rule that records it, in the same group);
       - any other kind: an error (nothing here may go unchecked);
       - with --cross-refs (all rendered bases at once): the ServiceMonitor selects
         rendered Services that have its port name;
@@ -18,7 +20,8 @@ Used by validate.sh; needs PyYAML and kubernetes-validate (validate.sh installs 
         dashboards (JSON files, or ConfigMaps labelled grafana_dashboard) is a
         family of WIRE.md section 6 (histograms may add _bucket/_sum/_count),
         with only that family's labels (plus target labels); dashboards must
-        show every family;
+        show every family, with unique panel ids and no two panels overlapping
+        on the grid;
       - every selector of cborgate_request_duration_seconds_bucket leaves out
         the long-running verbs WATCH and CONNECT (as verb!~"WATCH|CONNECT", the
         by-verb panel's matcher), whose duration is the stream's lifetime.
@@ -81,9 +84,13 @@ SERVE_FLAGS = {
     "--upstream-http2": True, "--upstream-http2-max-streams": True,
     "--codec-window-bytes": True, "--codec-strings": True, "--codec-max-depth": True,
     "--codec-max-string-bytes": True, "--codec-max-request-body-bytes": True,
+    "--metrics-max-resources": True,
+    "--cbor-protection-user-agents": True, "--cbor-protection-max-elements": True,
+    "--cbor-protection-hold-bytes": True,
     "--log-level": True, "--log-format": True, "--log-queue-lines": True,
     # Booleans: `--flag` alone is true; a value only as `--flag=true|false`.
     "--compress-responses": False, "--upstream-insecure-skip-verify": False,
+    "--cbor-protection-enabled": False, "--cbor-protection-all-clients": False,
 }
 MODES = {"auto", "legacy", "native", "upgrade"}
 
@@ -95,6 +102,7 @@ CLUSTER_SCOPED = {
 
 DURATION_RE = re.compile(r"^(0|(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?)$")
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+RECORD_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_:]*[a-zA-Z0-9_]$")
 
 
 class Problems:
@@ -278,9 +286,27 @@ def check_dashboard(where: str, dash: Any, fams, problems: Problems) -> int:
             if not all(isinstance(gp.get(k), int) for k in ("h", "w", "x", "y")):
                 problems.add(where, f"panel '{title}' has no complete gridPos")
     walk(dash["panels"])
-    ids = [p.get("id") for p in dash["panels"]]
+    every = [p for p in dash["panels"] if isinstance(p, dict)]
+    every += [q for p in every if p.get("type") == "row" for q in (p.get("panels") or []) if isinstance(q, dict)]
+    ids = [p.get("id") for p in every]
     if len(ids) != len(set(ids)):
-        problems.add(where, "duplicate panel ids")
+        dup = sorted({i for i in ids if ids.count(i) > 1}, key=str)
+        problems.add(where, f"duplicate panel ids: {dup}")
+    # Panels laid out on the page (not those inside a collapsed row) must not overlap.
+    placed = []
+    for p in dash["panels"]:
+        if not isinstance(p, dict):
+            continue
+        gp = p.get("gridPos") or {}
+        if all(isinstance(gp.get(k), int) for k in ("h", "w", "x", "y")):
+            placed.append((p.get("title") or f"panel {p.get('id')}", gp))
+        if gp.get("x", 0) + gp.get("w", 0) > 24:
+            problems.add(where, f"panel '{p.get('title')}' is wider than the 24-column grid")
+    for i, (ta, a) in enumerate(placed):
+        for tb, b in placed[i + 1:]:
+            if (a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"]
+                    and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]):
+                problems.add(where, f"panels '{ta}' and '{tb}' overlap (gridPos)")
     for var in (dash.get("templating") or {}).get("list", []):
         q = var.get("query")
         q = q.get("query", "") if isinstance(q, dict) else (q or "")
@@ -562,6 +588,7 @@ def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int
     n = 0
     groups = need(spec, "groups", list, where, problems, "spec.groups")
     gnames: Set[str] = set()
+    records: Set[str] = set()
     for gi, g in enumerate(groups or []):
         w = f"{where} group[{gi}]"
         if not isinstance(g, dict):
@@ -574,6 +601,7 @@ def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int
         if "interval" in g and not DURATION_RE.match(str(g["interval"])):
             problems.add(w, "interval is not a duration")
         rules = need(g, "rules", list, w, problems, "rules")
+        recorded_here: Set[str] = set()
         for ri, r in enumerate(rules or []):
             rw = f"{w} rule[{ri}]"
             if not isinstance(r, dict):
@@ -585,6 +613,21 @@ def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int
             rw = f"{where} {name or rw}"
             if "alert" in r and not LABEL_NAME_RE.match(str(r["alert"])):
                 problems.add(rw, "alert name must match [a-zA-Z_][a-zA-Z0-9_]*")
+            if "record" in r:
+                rec = str(r["record"])
+                # Recorded series are named level:metric:operations.
+                if not RECORD_NAME_RE.match(rec):
+                    problems.add(rw, "record name must be level:metric:operations ([a-zA-Z_:][a-zA-Z0-9_:]* with colons)")
+                if rec in records:
+                    problems.add(rw, f"{rec} is recorded twice")
+                records.add(rec)
+            # A recorded series used here is recorded before, in the same group (Prometheus
+            # evaluates a group's rules in order; anything else reads a stale or no value).
+            for used in re.findall(r"\bcborgate:[a-zA-Z0-9_:]+", str(r.get("expr", ""))):
+                if used not in recorded_here:
+                    problems.add(rw, f"{used} is not recorded earlier in this group")
+            if "record" in r:
+                recorded_here.add(str(r["record"]))
             for k in r:
                 if k not in {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}:
                     problems.add(rw, f"unknown field {k}")

@@ -3,23 +3,9 @@
 //! error; every key is documented in the repository's `config.toml`.
 
 pub use crate::negotiate::forwarded::ForwardedFor;
+pub use crate::negotiate::UpstreamMode;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::{Path, PathBuf};
-
-/// How cborgate talks to the upstream (WIRE.md §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Learn per (verb, group, resource) whether the upstream takes CBOR (`negotiate::auto`).
-    #[default]
-    Auto,
-    /// The upstream speaks no CBOR: always transcode.
-    Legacy,
-    /// The upstream speaks CBOR: pass it through untouched.
-    Native,
-    /// Load-test gateway: JSON clients are translated to CBOR upstream.
-    Upgrade,
-}
 
 /// Whether cborgate offers HTTP/2 to a TLS upstream (ALPN `h2`, then `http/1.1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -30,32 +16,6 @@ pub enum Http2 {
     Auto,
     /// HTTP/1.1 only.
     Off,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Auto => "auto",
-            Mode::Legacy => "legacy",
-            Mode::Native => "native",
-            Mode::Upgrade => "upgrade",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Mode::Auto),
-            "legacy" => Ok(Mode::Legacy),
-            "native" => Ok(Mode::Native),
-            "upgrade" => Ok(Mode::Upgrade),
-            _ => Err(format!(
-                "unknown mode {s:?} (auto, legacy, native, upgrade)"
-            )),
-        }
-    }
 }
 
 impl std::str::FromStr for Http2 {
@@ -249,7 +209,7 @@ impl Default for ServerConfig {
 pub struct UpstreamConfig {
     /// `http://host:port` or `https://host:port` of the apiserver; empty = not set.
     pub url: String,
-    pub mode: Mode,
+    pub mode: UpstreamMode,
     /// CA bundle (PEM) to verify the upstream; empty: the system roots.
     pub ca_file: String,
     /// Client certificate and key (PEM) presented to the upstream.
@@ -279,7 +239,7 @@ impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {
             url: String::new(),
-            mode: Mode::Auto,
+            mode: UpstreamMode::Auto,
             ca_file: String::new(),
             client_cert: String::new(),
             client_key: String::new(),
@@ -300,7 +260,7 @@ pub struct CodecConfig {
     /// Streaming window in bytes: smaller bodies use definite lengths only.
     pub window_bytes: usize,
     /// `bytes` (as kube-apiserver writes) or `text` strings in CBOR.
-    pub strings: String,
+    pub strings: crate::codec::StringMode,
     /// Maximum nesting depth of a body.
     pub max_depth: usize,
     /// Maximum length of one string, bytes.
@@ -311,30 +271,122 @@ pub struct CodecConfig {
 
 impl Default for CodecConfig {
     fn default() -> Self {
+        let limits = crate::codec::Limits::default();
         CodecConfig {
             window_bytes: crate::codec::DEFAULT_WINDOW,
-            strings: "bytes".into(),
-            max_depth: 10_000,
-            max_string_bytes: 64 * 1024 * 1024,
+            strings: crate::codec::StringMode::Bytes,
+            max_depth: limits.max_depth,
+            max_string_bytes: limits.max_string_len,
             max_request_body_bytes: 3 * 1024 * 1024,
         }
     }
 }
 
-/// The values `log.level` accepts. Anything else is a configuration error: an
-/// unknown level (`verbose`, `warning`) used to reach the log filter, which
-/// read it as a target name and silenced every line.
-pub const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+/// The largest `metrics.max_resources`: each pair multiplies the series of the families
+/// that carry `group` and `resource` (docs/wire.md §6).
+pub const MAX_RESOURCE_LABELS: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Distinct (group, resource) label pairs with labels of their own; later ones are
+    /// counted as `(other)`. 0: every resource is `(other)`.
+    pub max_resources: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { max_resources: 200 }
+    }
+}
+
+/// Keeping answers that old CBOR decoders refuse from being made CBOR (docs/wire.md §2b).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CborProtectionConfig {
+    /// Answer JSON instead of CBOR when a client that decodes CBOR with the old limits
+    /// (and accepts JSON) would get an array or map wider than `max_elements`.
+    pub enabled: bool,
+    /// `User-Agent` patterns of further clients with the old limits: `*` any run of
+    /// bytes, `?` any one byte, matched against the whole value.
+    pub user_agents: Vec<String>,
+    /// Treat every client as one with the old limits.
+    pub all_clients: bool,
+    /// The widest array (elements) or map (pairs) such a client decodes.
+    pub max_elements: u64,
+    /// The most of a response's start held while it is decided, bytes.
+    pub hold_bytes: usize,
+}
+
+/// The decode limit of client-go 1.32–1.35 (apimachinery's CBOR decode modes:
+/// `MaxArrayElements` and `MaxMapPairs`, docs/wire.md §2b).
+pub const OLD_CBOR_LIMIT: u64 = 1024;
+
+/// The most `cbor_protection.hold_bytes` may be: each request held holds this much.
+pub const MAX_HOLD_BYTES: usize = 64 * 1024 * 1024;
+
+impl Default for CborProtectionConfig {
+    fn default() -> Self {
+        CborProtectionConfig {
+            enabled: true,
+            user_agents: Vec::new(),
+            all_clients: false,
+            max_elements: OLD_CBOR_LIMIT,
+            hold_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// `log.level` and `--log-level`: cborgate's own lines at this level and above. Anything
+/// else is a configuration error: an unknown level (`verbose`, `warning`) once reached
+/// the log filter, which read it as a target name and silenced every line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    #[default]
+    Info,
+    Debug,
+    Trace,
+    Off,
+}
+
+impl LogLevel {
+    /// The level as tracing filters by it.
+    pub fn filter(self) -> tracing::level_filters::LevelFilter {
+        use tracing::level_filters::LevelFilter;
+        match self {
+            LogLevel::Error => LevelFilter::ERROR,
+            LogLevel::Warn => LevelFilter::WARN,
+            LogLevel::Info => LevelFilter::INFO,
+            LogLevel::Debug => LevelFilter::DEBUG,
+            LogLevel::Trace => LevelFilter::TRACE,
+            LogLevel::Off => LevelFilter::OFF,
+        }
+    }
+}
+
+/// `log.format` and `--log-format`: how each line is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text, `key=value` fields.
+    #[default]
+    Text,
+    /// One flat JSON object a line.
+    Json,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// One of [`LOG_LEVELS`]: `error`, `warn`, `info`, `debug`, `trace` or `off`
-    /// (checked by [`Config::validate`]; RUST_LOG, when set, wins). pingora's own
-    /// lines stay at `warn` unless RUST_LOG says otherwise.
-    pub level: String,
-    /// `text` or `json`.
-    pub format: String,
+    /// RUST_LOG, when set, wins. pingora's own lines stay at `warn` unless RUST_LOG
+    /// says otherwise.
+    pub level: LogLevel,
+    pub format: LogFormat,
     /// Lines that may wait to be written to stderr, at least 1; when stderr does not
     /// keep up, further lines are dropped and counted, and requests never wait.
     pub queue_lines: usize,
@@ -347,8 +399,8 @@ pub const MAX_LOG_QUEUE_LINES: usize = 1 << 20;
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
-            level: "info".into(),
-            format: "text".into(),
+            level: LogLevel::default(),
+            format: LogFormat::default(),
             queue_lines: 16_384,
         }
     }
@@ -360,7 +412,27 @@ pub struct Config {
     pub server: ServerConfig,
     pub upstream: UpstreamConfig,
     pub codec: CodecConfig,
+    pub metrics: MetricsConfig,
+    pub cbor_protection: CborProtectionConfig,
     pub log: LogConfig,
+}
+
+/// A configuration whose values were checked ([`Config::check`]): what the server is
+/// built from.
+#[derive(Debug, Clone)]
+pub struct Checked(Config);
+
+impl std::ops::Deref for Checked {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.0
+    }
+}
+
+impl Checked {
+    pub fn into_inner(self) -> Config {
+        self.0
+    }
 }
 
 /// A configuration problem: exit status 2, with a message naming the key.
@@ -420,7 +492,9 @@ impl UpstreamUrl {
 }
 
 impl Config {
-    /// Read a TOML file; unknown keys are errors that name the key.
+    /// Read a TOML file; unknown keys and values of the wrong type are errors that name
+    /// the key and the file. The values are checked once, with the flags over them
+    /// ([`Config::check`]).
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
@@ -428,17 +502,22 @@ impl Config {
     }
 
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let c: Config =
-            toml::from_str(text).map_err(|e| ConfigError(plain_toml_error(&e.to_string())))?;
-        c.validate()?;
-        Ok(c)
+        toml::from_str(text).map_err(|e| ConfigError(toml_error(text, &e)))
     }
 
-    /// Check values that types cannot. An error about one key names its `serve` flag
-    /// too, as `KEY (--FLAG): …`, whether the value came from the file or the flag.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.validate_values()
+    /// Check, once, what types cannot: each value, and the keys that go together. An
+    /// error about one key names its `serve` flag too, and the file when there is one,
+    /// as `FILE: KEY (--FLAG): …`, whether the value came from the file or the flag.
+    pub fn check(self, file: Option<&Path>) -> Result<Checked, ConfigError> {
+        let checked = self
+            .validate_values()
             .map_err(|e| ConfigError(name_the_flag(&e.0)))
+            .and_then(|()| self.validate_client_certificates());
+        match (checked, file) {
+            (Ok(()), _) => Ok(Checked(self)),
+            (Err(e), Some(f)) => Err(ConfigError(format!("{}: {}", f.display(), e.0))),
+            (Err(e), None) => Err(e),
+        }
     }
 
     fn validate_values(&self) -> Result<(), ConfigError> {
@@ -458,31 +537,6 @@ impl Config {
             ));
         }
         self.validate_identity()?;
-        if !matches!(self.codec.strings.as_str(), "bytes" | "text") {
-            return Err(ConfigError(format!(
-                "codec.strings: {:?} is not bytes or text",
-                self.codec.strings
-            )));
-        }
-        if !matches!(self.log.format.as_str(), "text" | "json") {
-            return Err(ConfigError(format!(
-                "log.format: {:?} is not text or json",
-                self.log.format
-            )));
-        }
-        if !LOG_LEVELS.contains(&self.log.level.as_str()) {
-            return Err(ConfigError(format!(
-                "log.level: {:?} is not one of {}",
-                self.log.level,
-                LOG_LEVELS.join(", ")
-            )));
-        }
-        if !(1..=MAX_LOG_QUEUE_LINES).contains(&self.log.queue_lines) {
-            return Err(ConfigError(format!(
-                "log.queue_lines: {} is not between 1 and {MAX_LOG_QUEUE_LINES}",
-                self.log.queue_lines
-            )));
-        }
         let overlap = l.port() == a.port()
             && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified());
         if overlap {
@@ -534,6 +588,40 @@ impl Config {
         }
         if self.codec.window_bytes == 0 {
             return Err(ConfigError("codec.window_bytes: must be at least 1".into()));
+        }
+        if self.metrics.max_resources > MAX_RESOURCE_LABELS {
+            return Err(ConfigError(format!(
+                "metrics.max_resources: {} is more than {MAX_RESOURCE_LABELS}",
+                self.metrics.max_resources
+            )));
+        }
+        self.validate_cbor_protection()
+    }
+
+    /// `[cbor_protection]`: a bound that holds something, patterns that match something.
+    fn validate_cbor_protection(&self) -> Result<(), ConfigError> {
+        let p = &self.cbor_protection;
+        if p.max_elements == 0 {
+            return Err(ConfigError(
+                "cbor_protection.max_elements: must be at least 1".into(),
+            ));
+        }
+        if p.hold_bytes == 0 || p.hold_bytes > MAX_HOLD_BYTES {
+            return Err(ConfigError(format!(
+                "cbor_protection.hold_bytes: {} is not between 1 and {MAX_HOLD_BYTES}",
+                p.hold_bytes
+            )));
+        }
+        if !(1..=MAX_LOG_QUEUE_LINES).contains(&self.log.queue_lines) {
+            return Err(ConfigError(format!(
+                "log.queue_lines: {} is not between 1 and {MAX_LOG_QUEUE_LINES}",
+                self.log.queue_lines
+            )));
+        }
+        if p.user_agents.iter().any(|u| u.is_empty()) {
+            return Err(ConfigError(
+                "cbor_protection.user_agents: an empty pattern matches no User-Agent".into(),
+            ));
         }
         Ok(())
     }
@@ -677,7 +765,7 @@ impl Config {
     /// What client certificates need beside them, checked once every source (file and
     /// flags) is merged: the TLS listener, and a certificate to name identities upstream
     /// with.
-    pub fn validate_client_certificates(&self) -> Result<(), ConfigError> {
+    fn validate_client_certificates(&self) -> Result<(), ConfigError> {
         let s = &self.server;
         for (key, file) in [
             ("server.client_ca_file", &s.client_ca_file),
@@ -755,14 +843,6 @@ impl Config {
             ..Default::default()
         }
     }
-
-    pub fn string_mode(&self) -> crate::codec::StringMode {
-        if self.codec.strings == "text" {
-            crate::codec::StringMode::Text
-        } else {
-            crate::codec::StringMode::Bytes
-        }
-    }
 }
 
 /// The `serve` flag that sets a configuration key: `[server]` keys by their own name,
@@ -790,7 +870,15 @@ fn name_the_flag(message: &str) -> String {
     match message.split_once(": ") {
         Some((key, rest))
             if key.split_once('.').is_some_and(|(section, k)| {
-                ["server", "upstream", "codec", "log"].contains(&section)
+                [
+                    "server",
+                    "upstream",
+                    "codec",
+                    "metrics",
+                    "cbor_protection",
+                    "log",
+                ]
+                .contains(&section)
                     && !k.is_empty()
                     && k.bytes()
                         .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit())
@@ -819,6 +907,29 @@ pub fn listen_addr(addr: &str) -> Option<std::net::SocketAddr> {
 
 /// The TOML parser's message with serde's Rust type names put in words: `expected usize`
 /// (a negative number or a fraction given) says what the key takes instead.
+/// A TOML error in an operator's words: `KEY (--FLAG): what is wrong` when it is about
+/// one key's value (the key found from where the error is), never a Rust type's name.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = plain_toml_error(e.message()).replace('`', "");
+    let Some(span) = e.span() else {
+        return plain_toml_error(&e.to_string());
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.rsplit('\n').next().unwrap_or("");
+    let key = line.split_once('=').map(|(k, _)| k.trim());
+    let section = before
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']'))
+        .map(str::trim);
+    match (section, key) {
+        (Some(section), Some(key)) if !key.is_empty() => {
+            name_the_flag(&format!("{section}.{key}: {message}"))
+        }
+        _ => plain_toml_error(&e.to_string()),
+    }
+}
+
 fn plain_toml_error(message: &str) -> String {
     let mut out = message.to_string();
     for (rust, words) in [
@@ -855,11 +966,16 @@ pub fn limit_from_fds(nofile: u64) -> usize {
 mod tests {
     use super::*;
 
+    /// A file's text parsed and checked, as `serve` loads it (without flags).
+    fn checked(text: &str) -> Result<Checked, ConfigError> {
+        Config::from_toml(text).and_then(|c| c.check(None))
+    }
+
     #[test]
     fn unknown_keys_are_rejected_by_name() {
-        let e = Config::from_toml("[server]\nlisten = \"127.0.0.1:1\"\nlsten = 1\n").unwrap_err();
+        let e = checked("[server]\nlisten = \"127.0.0.1:1\"\nlsten = 1\n").unwrap_err();
         assert!(e.0.contains("lsten"), "{e}");
-        let e = Config::from_toml("[nope]\n").unwrap_err();
+        let e = checked("[nope]\n").unwrap_err();
         assert!(e.0.contains("nope"), "{e}");
     }
 
@@ -873,28 +989,28 @@ mod tests {
         for bad in ["", ":", "8080", ":x", "127.0.0.1", "localhost:99999"] {
             assert_eq!(a(bad), None, "{bad}");
         }
-        let c = Config::from_toml("[server]\nlisten = \":8443\"\nadmin = \"localhost:9464\"\n");
+        let c = checked("[server]\nlisten = \":8443\"\nadmin = \"localhost:9464\"\n");
         assert!(c.is_ok(), "{c:?}");
     }
 
     #[test]
     fn absurd_times_are_refused_with_their_bound() {
-        let e = Config::from_toml("[server]\ngrace_period_seconds = 99999999999\n").unwrap_err();
+        let e = checked("[server]\ngrace_period_seconds = 99999999999\n").unwrap_err();
         assert_eq!(
             e.0,
             "server.grace_period_seconds (--grace-period-seconds): 99999999999 is more than the most it may be, 3600 (3600 s)"
         );
-        let e = Config::from_toml("[upstream]\nconnect_timeout_ms = 3600000\n").unwrap_err();
+        let e = checked("[upstream]\nconnect_timeout_ms = 3600000\n").unwrap_err();
         assert!(
             e.0.starts_with("upstream.connect_timeout_ms (--upstream-connect-timeout-ms): "),
             "{e}"
         );
-        assert!(Config::from_toml("[server]\ngrace_period_seconds = 3600\n").is_ok());
+        assert!(checked("[server]\ngrace_period_seconds = 3600\n").is_ok());
     }
 
     #[test]
     fn tls_policy_names_are_kube_apiservers() {
-        let c = |t: &str| Config::from_toml(&format!("[server]\n{t}\n"));
+        let c = |t: &str| checked(&format!("[server]\n{t}\n"));
         assert!(c("tls_min_version = \"VersionTLS13\"").is_ok());
         assert!(c("tls_cipher_suites = [\"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305\", \"TLS_AES_128_GCM_SHA256\"]").is_ok());
         let e = c("tls_min_version = \"VersionTLS10\"").unwrap_err();
@@ -908,24 +1024,39 @@ mod tests {
 
     #[test]
     fn type_errors_name_no_rust_type() {
-        let e = Config::from_toml("[server]\nthreads = -1\n").unwrap_err();
+        let e = checked("[server]\nthreads = -1\n").unwrap_err();
         assert!(e.0.contains("expected a whole number, 0 or more"), "{e}");
         assert!(!e.0.contains("usize"), "{e}");
     }
 
     #[test]
     fn log_level_is_one_of_the_known_levels() {
-        for level in LOG_LEVELS {
-            let c = Config::from_toml(&format!("[log]\nlevel = \"{level}\"\n"));
+        for level in ["error", "warn", "info", "debug", "trace", "off"] {
+            let c = checked(&format!("[log]\nlevel = \"{level}\"\n"));
             assert!(c.is_ok(), "{level}: {c:?}");
         }
         for level in ["verbose", "warning", "INFO", "", "info,cborgate=debug"] {
-            let e = Config::from_toml(&format!("[log]\nlevel = {level:?}\n")).unwrap_err();
+            let e = checked(&format!("[log]\nlevel = {level:?}\n")).unwrap_err();
             assert!(e.0.starts_with("log.level (--log-level): "), "{level}: {e}");
             assert!(
                 e.0.contains("error, warn, info, debug, trace, off"),
                 "{level}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn cbor_protection_values_are_checked_naming_key_and_flag() {
+        let c = |t: &str| checked(&format!("[cbor_protection]\n{t}\n"));
+        assert!(c("user_agents = [\"my-operator/*\"]\nall_clients = true").is_ok());
+        for (text, want) in [
+            ("max_elements = 0", "cbor_protection.max_elements (--cbor-protection-max-elements): must be at least 1"),
+            ("hold_bytes = 0", "cbor_protection.hold_bytes (--cbor-protection-hold-bytes): 0 is not between"),
+            ("hold_bytes = 67108865", "cbor_protection.hold_bytes (--cbor-protection-hold-bytes): 67108865 is not between"),
+            ("user_agents = [\"\"]", "cbor_protection.user_agents (--cbor-protection-user-agents): an empty pattern"),
+        ] {
+            let e = c(text).unwrap_err();
+            assert!(e.0.starts_with(want), "{text}: {e}");
         }
     }
 

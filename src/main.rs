@@ -24,12 +24,6 @@ enum To {
     Json,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Strings {
-    Bytes,
-    Text,
-}
-
 // Parsed once at start-up; the size difference between variants is irrelevant.
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
@@ -45,7 +39,7 @@ enum Command {
         watch: bool,
         /// How JSON strings are written in CBOR.
         #[arg(long, value_enum, default_value = "bytes")]
-        strings: Strings,
+        strings: StringMode,
         /// Input file (default: standard input).
         file: Option<PathBuf>,
     },
@@ -100,10 +94,6 @@ fn main() -> ExitCode {
             let to = match to {
                 To::Cbor => Target::Cbor,
                 To::Json => Target::Json,
-            };
-            let strings = match strings {
-                Strings::Bytes => StringMode::Bytes,
-                Strings::Text => StringMode::Text,
             };
             let stdout = io::stdout();
             let terminal = stdout.is_terminal();

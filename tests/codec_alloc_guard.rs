@@ -153,6 +153,18 @@ fn allocations_per_document_stay_at_the_baseline() {
         measured.push((format!("{name} fresh"), per_doc(input, make.as_ref(), true)));
     }
     check(measured);
+    // The breadth scanner (the hold's, docs/wire.md §2b): its stack, once, and nothing
+    // per byte, whatever the body's size or cuts.
+    for input in [&list, &watch] {
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let mut scan = cborgate::codec::BreadthScanner::new(1024, 10_000);
+        for byte in input.chunks(1) {
+            scan.feed(byte);
+        }
+        assert_eq!(scan.verdict(), cborgate::codec::Breadth::Within);
+        let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+        assert!(allocs <= 1, "the breadth scanner allocated {allocs} times");
+    }
 }
 
 /// `/api/v1/namespaces/a/configmaps`, as a route.

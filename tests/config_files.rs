@@ -44,6 +44,7 @@ fn the_deploy_configs_are_valid_and_drain() {
         };
         assert!(toml.contains('['), "{f}: no config.toml found");
         let c = cborgate::config::Config::from_toml(&toml)
+            .and_then(|c| c.check(None))
             .unwrap_or_else(|e| panic!("{f}: not a valid config.toml: {e}"));
         assert!(
             c.server.shutdown_delay_seconds > 0,
@@ -303,9 +304,14 @@ fn serve_help_shows_defaults_and_values() {
         d.server.listen.as_str(),
         d.server.admin.as_str(),
         "--log-level",
-        "[possible values: text, json]",
+        "- text:",
+        "- json:",
         "[possible values: error, warn, info, debug, trace, off]",
-        "[possible values: auto, legacy, native, upgrade]",
+        "- auto:",
+        "- legacy:",
+        "- native:",
+        "- upgrade:",
+        "- bytes:",
     ] {
         assert!(help.contains(want), "serve --help lacks {want:?}:\n{help}");
     }

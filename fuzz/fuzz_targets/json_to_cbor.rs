@@ -5,7 +5,8 @@
 //!   duplicate-key detection off; bit 4: text strings instead of byte strings.
 //! - chunking: how the JSON is cut into pieces (see `common::chunks`).
 //!
-//! Checks: no panic; the same outcome (output, or error reason) whether fed
+//! Checks: no panic; the breadth scanner's verdict (limit `flags >> 5`) the same whole
+//! and in pieces; the same outcome (output, or error reason) whether fed
 //! whole or in pieces, and with the portable string scanner as with the
 //! CPU's vector one; and on success the CBOR decodes with `CborToJson`
 //! (sequence mode for watch streams) into as many items as were encoded.
@@ -14,7 +15,7 @@
 #[path = "common.rs"]
 mod common;
 
-use cborgate::codec::{CborToJsonOptions, JsonToCborOptions, Scan, StringMode};
+use cborgate::codec::{BreadthScanner, CborToJsonOptions, JsonToCborOptions, Scan, StringMode};
 use common::*;
 use libfuzzer_sys::fuzz_target;
 
@@ -34,11 +35,30 @@ fuzz_target!(|data: &[u8]| {
         ..JsonToCborOptions::default()
     };
 
+    // The hold's breadth scanner (docs/wire.md §2b) on the same bytes: the same verdict
+    // at the same offset, whole or in pieces.
+    let breadth = |pieces: &[&[u8]]| {
+        let mut s = BreadthScanner::new(u64::from(flags >> 5), 64);
+        for p in pieces {
+            s.feed(p);
+        }
+        (s.verdict(), s.offset())
+    };
+    assert_eq!(
+        breadth(&[json]),
+        breadth(&chunks(json, *sel)),
+        "breadth depends on chunking"
+    );
+
     let (whole, whole_r, whole_docs) = json_to_cbor_pieces(opts, &[json]);
     let (split, split_r, split_docs) = json_to_cbor_pieces(opts, &chunks(json, *sel));
     // The portable scanner, in pieces: the same outcome as the vector one.
     let portable = json_to_cbor_pieces_at(opts, Scan::Portable, &chunks(json, *sel));
-    assert_eq!(portable, (split.clone(), split_r, split_docs), "scanner levels differ");
+    assert_eq!(
+        portable,
+        (split.clone(), split_r, split_docs),
+        "scanner levels differ"
+    );
     match (whole_r, split_r) {
         (Ok(()), Ok(())) => {
             assert_eq!(whole, split, "output depends on chunking");

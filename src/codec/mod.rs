@@ -13,6 +13,7 @@
 //! offset and a [`Reason`] from a closed set.
 
 mod base64;
+mod breadth;
 mod buf;
 mod cbor_to_json;
 pub mod diag;
@@ -26,6 +27,7 @@ mod number;
 mod time;
 mod utf8;
 
+pub use breadth::{Breadth, BreadthScanner};
 pub use cbor_to_json::CborToJson;
 pub use error::{CodecError, Reason};
 pub use items::ItemCounter;
@@ -39,8 +41,21 @@ pub fn format_unix_time(secs: i64, out: &mut Vec<u8>) -> Option<()> {
     time::epoch_int_to_nano(secs as i128, out)
 }
 
-/// How JSON strings are written in CBOR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How JSON strings are written in CBOR (`codec.strings`, `--codec-strings`, and the
+/// `transcode` command's `--strings`, read by serde and clap from the variants' names).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    serde::Serialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum StringMode {
     /// Byte strings (major type 2), as kube-apiserver writes them.
     #[default]

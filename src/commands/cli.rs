@@ -2,7 +2,7 @@
 //! feature, on by default): their flags, configuration loading (flags > file >
 //! defaults), logging set-up, and start-up.
 
-use crate::config::{Config, ConfigError, Mode};
+use crate::config::{Checked, Config, ConfigError, UpstreamMode};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +36,7 @@ pub struct ServeArgs {
     pub admin: Option<String>,
     /// How to treat the upstream (upstream.mode) [default: auto].
     #[arg(long)]
-    pub mode: Option<Mode>,
+    pub mode: Option<UpstreamMode>,
     /// TLS certificate for the proxy listener, PEM; reloaded when it changes (server.tls_cert).
     #[arg(long, requires = "tls_key", value_name = "FILE")]
     pub tls_cert: Option<String>,
@@ -179,8 +179,8 @@ pub struct ServeArgs {
     pub codec_window_bytes: Option<usize>,
     /// CBOR strings written as byte strings (as kube-apiserver writes) or text strings
     /// (codec.strings) [default: bytes].
-    #[arg(long, value_name = "bytes|text", value_parser = ["bytes", "text"])]
-    pub codec_strings: Option<String>,
+    #[arg(long, value_name = "bytes|text")]
+    pub codec_strings: Option<crate::codec::StringMode>,
     /// Maximum nesting of arrays, maps and tags in a body; 400 beyond (codec.max_depth)
     /// [default: 10000].
     #[arg(long, value_name = "N")]
@@ -193,34 +193,47 @@ pub struct ServeArgs {
     /// (codec.max_request_body_bytes) [default: 3145728].
     #[arg(long, value_name = "BYTES")]
     pub codec_max_request_body_bytes: Option<usize>,
+    /// Distinct (group, resource) pairs that get metric labels of their own; later ones
+    /// are counted as "(other)" (metrics.max_resources) [default: 200].
+    #[arg(long, value_name = "N")]
+    pub metrics_max_resources: Option<usize>,
+    /// Answer JSON instead of CBOR when a client with client-go 1.32–1.35's CBOR decode
+    /// limits would get a wider array or map (cbor_protection.enabled) [default: true].
+    /// `--cbor-protection-enabled=false` turns it off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub cbor_protection_enabled: Option<bool>,
+    /// More User-Agent patterns of clients with the old CBOR limits, comma-separated;
+    /// `*` any run, `?` any one character (cbor_protection.user_agents).
+    #[arg(long, value_name = "PATTERNS", value_delimiter = ',', num_args = 0..)]
+    pub cbor_protection_user_agents: Option<Vec<String>>,
+    /// Treat every client as one with the old CBOR limits
+    /// (cbor_protection.all_clients) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    pub cbor_protection_all_clients: Option<bool>,
+    /// The widest array or map those clients decode
+    /// (cbor_protection.max_elements) [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub cbor_protection_max_elements: Option<u64>,
+    /// The most of a response's start held while it is decided, bytes
+    /// (cbor_protection.hold_bytes) [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub cbor_protection_hold_bytes: Option<usize>,
     /// Log format (log.format) [default: text].
-    #[arg(long, value_parser = ["text", "json"])]
-    pub log_format: Option<String>,
+    #[arg(long)]
+    pub log_format: Option<crate::config::LogFormat>,
     /// Log level (log.level; RUST_LOG wins when set) [default: info].
-    #[arg(long, value_parser = crate::config::LOG_LEVELS)]
-    pub log_level: Option<String>,
+    #[arg(long)]
+    pub log_level: Option<crate::config::LogLevel>,
     /// Log lines that may wait to be written to stderr; beyond, lines are dropped and
     /// counted in cborgate_log_lines_dropped_total (log.queue_lines) [default: 16384].
     #[arg(long, value_name = "N")]
     pub log_queue_lines: Option<usize>,
 }
 
-impl clap::ValueEnum for Mode {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Mode::Auto, Mode::Legacy, Mode::Native, Mode::Upgrade]
-    }
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(match self {
-            Mode::Auto => "auto",
-            Mode::Legacy => "legacy",
-            Mode::Native => "native",
-            Mode::Upgrade => "upgrade",
-        }))
-    }
-}
-
 /// Apply flags over the file over the defaults.
-pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
+pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
     let mut c = match &args.config {
         Some(p) => Config::from_file(p)?,
         None => Config::default(),
@@ -268,8 +281,8 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     );
     set(&mut c.server.tls_min_version, &args.tls_min_version);
     list(&mut c.server.tls_cipher_suites, &args.tls_cipher_suites);
-    set(&mut c.log.format, &args.log_format);
-    set(&mut c.log.level, &args.log_level);
+    put(&mut c.log.format, args.log_format);
+    put(&mut c.log.level, args.log_level);
     put(&mut c.log.queue_lines, args.log_queue_lines);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
@@ -341,9 +354,17 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
             args.codec_max_request_body_bytes,
         );
     }
-    set(&mut c.codec.strings, &args.codec_strings);
-    c.validate()?;
-    c.validate_client_certificates()?;
+    put(&mut c.codec.strings, args.codec_strings);
+    put(&mut c.metrics.max_resources, args.metrics_max_resources);
+    {
+        let p = &mut c.cbor_protection;
+        put(&mut p.enabled, args.cbor_protection_enabled);
+        list(&mut p.user_agents, &args.cbor_protection_user_agents);
+        put(&mut p.all_clients, args.cbor_protection_all_clients);
+        put(&mut p.max_elements, args.cbor_protection_max_elements);
+        put(&mut p.hold_bytes, args.cbor_protection_hold_bytes);
+    }
+    let c = c.check(args.config.as_deref())?;
     if c.upstream.url.is_empty() {
         return Err(ConfigError(
             "upstream.url is not set: give --upstream URL, or upstream.url in the --config file"
@@ -428,14 +449,17 @@ mod tests {
         })
         .unwrap_err();
         assert!(
-            e.0.starts_with("server.grace_period_seconds (--grace-period-seconds): 3601 "),
+            e.0.ends_with(
+                "c.toml: server.grace_period_seconds (--grace-period-seconds): 3601 is more than \
+                 the most it may be, 3600 (3600 s)"
+            ),
             "{e}"
         );
     }
 
     /// Two valid values for each key that is not a number or a boolean: the file's, then
     /// the flag's. Numbers and booleans get theirs from the default.
-    const TEXT_VALUES: [(&str, &str, &str); 22] = [
+    const TEXT_VALUES: [(&str, &str, &str); 23] = [
         ("server.listen", "\"127.0.0.1:18080\"", "127.0.0.1:18081"),
         ("server.admin", "\"127.0.0.1:19464\"", "127.0.0.1:19465"),
         ("server.tls_cert", "\"a.crt\"", "b.crt"),
@@ -472,6 +496,7 @@ mod tests {
         ("upstream.client_key", "\"a-cl.key\"", "b-cl.key"),
         ("upstream.http2", "\"off\"", "auto"),
         ("codec.strings", "\"text\"", "bytes"),
+        ("cbor_protection.user_agents", "[\"a/*\"]", "b/*,c/v0.0.0-*"),
         ("log.level", "\"debug\"", "warn"),
         ("log.format", "\"json\"", "text"),
     ];
@@ -580,7 +605,7 @@ mod tests {
         let from_file = crate::config::Config::from_file(&file).unwrap();
         let from_file = toml::Table::try_from(&from_file).unwrap();
         let c = load(&serve_args(&argv).unwrap()).unwrap();
-        let merged = toml::Table::try_from(&c).unwrap();
+        let merged = toml::Table::try_from(&*c).unwrap();
         for (key, default) in &keys {
             let (section, k) = key.split_once('.').unwrap();
             let (in_file, in_flag) = two_values(key, default);

@@ -2,7 +2,7 @@
 //! the proxy (legacy mode) in front of it, and a few `curl` lines that show
 //! CBOR working. Serves until interrupted.
 
-use crate::config::{Config, Mode};
+use crate::config::{Config, UpstreamMode};
 use cborgate_standin::{StandIn, StandInOptions};
 use clap::Args;
 use std::process::ExitCode;
@@ -74,11 +74,11 @@ pub fn run(args: DemoArgs) -> ExitCode {
     config.server.listen = args.listen.clone();
     config.server.admin = args.admin.clone();
     config.upstream.url = format!("http://{upstream}");
-    config.upstream.mode = Mode::Legacy;
+    config.upstream.mode = UpstreamMode::Legacy;
     let logs = crate::ops::logs::init(&config.log);
     // Bind-check and load everything before printing: the lines must never be
     // printed for a proxy that is not there (or for whatever owns the port).
-    let built = match crate::process::server::build(config) {
+    let built = match config.check(None).and_then(crate::process::server::build) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("cborgate: {e}");

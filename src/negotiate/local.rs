@@ -51,8 +51,32 @@ pub fn keeps_tail(declared_len: Option<u64>, read: u64) -> bool {
     }
 }
 
-/// A reply and whether it carries `Retry-After: 1`.
-pub type Reply = (LocalReply, bool);
+/// An answer cborgate gives itself, and whether it says when to try again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// The `Status` it answers with.
+    pub status: LocalReply,
+    /// `Retry-After: 1` goes with it (429, 503), as kube-apiserver's own.
+    pub retry_after: bool,
+}
+
+impl Reply {
+    /// A reply that says nothing of trying again.
+    pub fn now(status: LocalReply) -> Reply {
+        Reply {
+            status,
+            retry_after: false,
+        }
+    }
+
+    /// A reply with `Retry-After: 1`.
+    pub fn later(status: LocalReply) -> Reply {
+        Reply {
+            status,
+            retry_after: true,
+        }
+    }
+}
 
 impl Plan {
     /// A Status in this request's error format (not pretty, no `details`).
@@ -88,7 +112,7 @@ impl Plan {
     /// 429 with `Retry-After`, as kube-apiserver's max-in-flight filter answers.
     pub fn too_many_requests(&self) -> Reply {
         let message = "Too many requests, please try again later.".to_string();
-        (self.error_reply(429, "TooManyRequests", message), true)
+        Reply::later(self.error_reply(429, "TooManyRequests", message))
     }
 
     /// 413 for a body cborgate would transcode whose size is over the limit: from its
@@ -160,7 +184,7 @@ impl Plan {
     /// in memory (`server.max_buffered_body_bytes`) is spent.
     pub fn body_budget_refusal(&self) -> Reply {
         let message = "Too many request bodies in flight, please try again later.".to_string();
-        (self.error_reply(429, "TooManyRequests", message), true)
+        Reply::later(self.error_reply(429, "TooManyRequests", message))
     }
 
     /// 400 for a request body the codec refused; `what` is the format it should have
@@ -225,7 +249,7 @@ impl Plan {
     /// upstream failure as one in every mode, never as the client's own 499; the message
     /// says the client's connection was ended instead.
     pub fn unanswered_failure(&self, failure: &Failure) -> (u16, String) {
-        let (reply, _) = self.failure_answer(failure);
+        let reply = self.failure_answer(failure).status;
         (
             reply.code,
             format!(
@@ -237,7 +261,7 @@ impl Plan {
 
     fn failure_answer(&self, failure: &Failure) -> Reply {
         let unavailable =
-            |message: String| (self.error_reply(503, "ServiceUnavailable", message), true);
+            |message: String| Reply::later(self.error_reply(503, "ServiceUnavailable", message));
         match failure {
             Failure::Unresolved(why) => unavailable(why.clone()),
             Failure::Unavailable(kind) => {
@@ -248,23 +272,16 @@ impl Plan {
                      answering"
                     .into(),
             ),
-            Failure::HeaderTimeout => (
-                self.error_reply(
-                    504,
-                    "Timeout",
-                    "the upstream apiserver did not send response headers in time".into(),
-                ),
-                false,
-            ),
-            Failure::RefusedNotReplayable => (
-                self.error_reply(
-                    415,
-                    "UnsupportedMediaType",
-                    "the upstream refused the CBOR body and it was too large to replay as JSON"
-                        .into(),
-                ),
-                false,
-            ),
+            Failure::HeaderTimeout => Reply::now(self.error_reply(
+                504,
+                "Timeout",
+                "the upstream apiserver did not send response headers in time".into(),
+            )),
+            Failure::RefusedNotReplayable => Reply::now(self.error_reply(
+                415,
+                "UnsupportedMediaType",
+                "the upstream refused the CBOR body and it was too large to replay as JSON".into(),
+            )),
         }
     }
 }
@@ -305,10 +322,10 @@ mod tests {
             (&json, Format::Json),
             (&yaml, Format::Json),
         ] {
-            let replies: Vec<(LocalReply, bool)> = vec![
-                (p.head_refusal(1001, LIMITS).unwrap(), false),
+            let replies: Vec<Reply> = vec![
+                Reply::now(p.head_refusal(1001, LIMITS).unwrap()),
                 p.too_many_requests(),
-                (p.bad_body(&"truncated at byte offset 3"), false),
+                Reply::now(p.bad_body(&"truncated at byte offset 3")),
                 p.failure_answer(&Failure::Unresolved(
                     "cannot resolve the upstream host x".into(),
                 )),
@@ -319,7 +336,7 @@ mod tests {
             ];
             let got: Vec<(u16, &str, bool)> = replies
                 .iter()
-                .map(|(r, retry)| (r.code, r.reason, *retry))
+                .map(|r| (r.status.code, r.status.reason, r.retry_after))
                 .collect();
             assert_eq!(
                 got,
@@ -334,7 +351,7 @@ mod tests {
                     (415, "UnsupportedMediaType", false),
                 ]
             );
-            for (r, _) in &replies {
+            for r in replies.iter().map(|r| &r.status) {
                 assert_eq!(
                     (r.format, r.pretty, r.empty_details),
                     (format, false, false)
@@ -344,7 +361,7 @@ mod tests {
         assert!(cbor.bad_body(&"x").message.contains("not valid CBOR: x"));
         assert!(
             cbor.failure_answer(&Failure::Unresolved("cannot resolve x".into()))
-                .0
+                .status
                 .message
                 == "cannot resolve x"
         );
@@ -372,7 +389,10 @@ mod tests {
         // Unanswered, it is still counted and logged as the upstream failure it is, with
         // the code legacy mode answers it with: never 499, the client's own leaving.
         let (code, message) = native.unanswered_failure(&Failure::ClosedBeforeAnswer);
-        let (answered, _) = legacy.failure_reply(&Failure::ClosedBeforeAnswer).unwrap();
+        let answered = legacy
+            .failure_reply(&Failure::ClosedBeforeAnswer)
+            .unwrap()
+            .status;
         assert_eq!(code, answered.code);
         assert_eq!(code, 503);
         assert!(
@@ -422,7 +442,10 @@ mod tests {
             assert_eq!(got, want, "{declared:?} {read}");
         }
         assert_eq!(json_body.unframed_body_refusal(None, u64::MAX), None);
-        let (r, retry) = p.body_budget_refusal();
+        let Reply {
+            status: r,
+            retry_after: retry,
+        } = p.body_budget_refusal();
         assert_eq!((r.code, r.reason, retry), (429, "TooManyRequests", true));
         assert_eq!(r.format, Format::Cbor);
     }

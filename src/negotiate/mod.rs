@@ -24,6 +24,9 @@
 //!   (or speaks it), for `/readyz`.
 //! - [`client`]: which client a request comes from (`User-Agent`): a bounded family and
 //!   its Kubernetes version.
+//! - [`labels`]: the `group`, `resource` and `client` labels of a request's metrics.
+//! - [`protect`]: which clients decode CBOR with client-go 1.32–1.35's limits, and
+//!   whether an answer to them is held until its width is known (docs/wire.md §2b).
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
@@ -35,20 +38,24 @@ pub mod forwarded;
 mod go_float;
 mod go_sort;
 pub mod identity;
+pub mod intake;
+pub mod labels;
 pub mod local;
 pub mod media;
 pub mod plan;
 pub mod pool;
+pub mod protect;
 pub mod response;
 pub mod route;
 pub mod upstream_cbor;
 
 pub use auto::{CapabilityKey, Learned};
-pub use local::{Failure, RequestLimits};
+pub use intake::{AdmissionClass, BodyProgress, HeadFacts, HeadRefusal, Intake};
+pub use local::{Failure, Reply, RequestLimits};
 pub use media::Format;
 pub use plan::{
     plan, plan_with, BodyAction, LocalReply, Plan, RequestHead, ResponseAction, UpstreamMode,
 };
-pub use response::{OnResponse, ResponseHead};
+pub use response::{ClientFraming, OnResponse, Relabel, ResponseHead};
 pub use route::{ResourceRoute, Route};
 pub use upstream_cbor::CborSupport;

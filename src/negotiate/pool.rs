@@ -94,18 +94,50 @@ pub struct Attempt {
     pub transport: bool,
     /// Refused attempts of this request already sent again.
     pub refused_retries: u8,
+    /// The failure is `auto` mode's own signal after an upstream 415: send the request
+    /// again with its body as JSON (docs/wire.md §5).
+    pub replay: bool,
+    /// cborgate answers the request itself (a replay whose body cannot go as JSON).
+    pub answered_locally: bool,
 }
 
-/// Whether the request is sent again: never without its whole body or after an answer
-/// began; a refused one, any method, [`REFUSED_RETRIES`] times; an idempotent one
-/// whenever pingora's rule allows.
-pub fn retry(a: &Attempt) -> bool {
-    if !a.body_kept || a.answered {
-        false
+/// Why a request is sent upstream again: the `reason` of
+/// `cborgate_upstream_retries_total`, or the 415 replay (counted as a fallback instead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// `auto`'s JSON replay after a 415.
+    Replay,
+    /// The upstream refused it unprocessed.
+    Refused,
+    /// An idempotent request whose connection failed, as pingora retries it.
+    Connection,
+}
+
+impl Retry {
+    /// The `reason` label; the replay has none (it is a fallback).
+    pub const fn label(self) -> Option<&'static str> {
+        match self {
+            Retry::Replay => None,
+            Retry::Refused => Some("refused"),
+            Retry::Connection => Some("connection"),
+        }
+    }
+}
+
+/// Whether, and why, the request is sent again: never when cborgate answers it itself,
+/// without its whole body or after an answer began; the replay once; a refused one, any
+/// method, [`REFUSED_RETRIES`] times; an idempotent one whenever pingora's rule allows.
+pub fn retry(a: &Attempt) -> Option<Retry> {
+    if a.answered_locally || !a.body_kept {
+        None
+    } else if a.replay {
+        Some(Retry::Replay)
+    } else if a.answered {
+        None
     } else if a.refused && a.refused_retries < REFUSED_RETRIES {
-        true
+        Some(Retry::Refused)
     } else {
-        a.idempotent && a.transport
+        (a.idempotent && a.transport).then_some(Retry::Connection)
     }
 }
 
@@ -285,6 +317,8 @@ mod tests {
             refused: false,
             transport: true,
             refused_retries: 0,
+            replay: false,
+            answered_locally: false,
         };
         let get = Attempt {
             idempotent: true,
@@ -295,16 +329,47 @@ mod tests {
             refused_retries: n,
             ..a
         };
-        let table: &[(&str, Attempt, bool)] = &[
-            ("a refused POST", refused(post, 0), true),
-            ("a refused POST, a second time", refused(post, 1), false),
+        let replay = Attempt {
+            replay: true,
+            transport: false,
+            ..post
+        };
+        use Retry::*;
+        let table: &[(&str, Attempt, Option<Retry>)] = &[
+            ("the replay", replay, Some(Replay)),
+            (
+                "the replay without its whole body",
+                Attempt {
+                    body_kept: false,
+                    ..replay
+                },
+                None,
+            ),
+            (
+                "a replay answered by cborgate",
+                Attempt {
+                    answered_locally: true,
+                    ..replay
+                },
+                None,
+            ),
+            (
+                "a refused GET answered by cborgate",
+                Attempt {
+                    answered_locally: true,
+                    ..refused(get, 0)
+                },
+                None,
+            ),
+            ("a refused POST", refused(post, 0), Some(Refused)),
+            ("a refused POST, a second time", refused(post, 1), None),
             (
                 "a refused POST whose body was not kept",
                 Attempt {
                     body_kept: false,
                     ..refused(post, 0)
                 },
-                false,
+                None,
             ),
             (
                 "a refused POST after the answer began",
@@ -312,26 +377,30 @@ mod tests {
                     answered: true,
                     ..refused(post, 0)
                 },
-                false,
+                None,
             ),
-            ("a POST whose reused connection broke", post, false),
-            ("a GET whose reused connection broke", get, true),
+            ("a POST whose reused connection broke", post, None),
+            ("a GET whose reused connection broke", get, Some(Connection)),
             (
                 "a GET pingora does not retry",
                 Attempt {
                     transport: false,
                     ..get
                 },
-                false,
+                None,
             ),
-            ("a refused GET, a second time", refused(get, 1), true),
+            (
+                "a refused GET, a second time",
+                refused(get, 1),
+                Some(Connection),
+            ),
             (
                 "a refused GET whose body was not kept",
                 Attempt {
                     body_kept: false,
                     ..refused(get, 0)
                 },
-                false,
+                None,
             ),
         ];
         for (what, a, want) in table {

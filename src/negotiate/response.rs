@@ -9,7 +9,7 @@ use super::auto::Learned;
 use super::encoding;
 use super::media::Format;
 use super::plan::{Plan, ResponseAction};
-use super::route::Route;
+use super::route::{Route, Verb};
 use crate::codec::fields::Schema;
 
 /// What the upstream's response head says, as far as decisions go.
@@ -46,6 +46,10 @@ pub struct OnResponse {
     /// 2xx) passes through untouched: count its events (`cborgate_watch_events_total`)
     /// and the open stream (`cborgate_watch_streams_active`) as a transcoded watch's.
     pub count_events: bool,
+    /// The answer is a watch's stream ([`Plan::is_watch`], a 2xx): it counts in
+    /// `cborgate_watch_streams_active` while it is open, and the SIGTERM drain ends it
+    /// cleanly ([`drain_ends_cleanly`]).
+    pub watch_stream: bool,
     /// Which fields of the body to transcode are `[]byte` ([`Plan::response_schema`] for a
     /// 2xx made CBOR; an error's `Status` has none).
     pub schema: Schema,
@@ -81,6 +85,7 @@ impl Plan {
                 format: self.response_format.as_str(),
                 gzip: false,
                 count_events: false,
+                watch_stream: false,
                 schema: Schema::Unstructured,
             };
         }
@@ -155,13 +160,14 @@ impl Plan {
             format,
             gzip,
             count_events,
+            watch_stream: self.is_watch() && (200..300).contains(&head.status),
             schema,
         }
     }
 
     /// The request is a watch: a resource route (not a connect subresource) that is
     /// long-running, whichever mode planned it.
-    pub(crate) fn is_watch(&self) -> bool {
+    pub fn is_watch(&self) -> bool {
         self.long_running && matches!(&self.route, Route::Resource(r) if !r.is_connect())
     }
 
@@ -177,7 +183,8 @@ impl Plan {
         match status {
             401 | 403 | 405 => true,
             404 => {
-                self.response == ResponseAction::JsonToCbor { watch: true } || self.verb == "LIST"
+                self.response == ResponseAction::JsonToCbor { watch: true }
+                    || self.verb == Verb::List
             }
             _ => false,
         }
@@ -193,6 +200,64 @@ impl Plan {
             self.response_format.as_str()
         }
     }
+}
+
+/// The headers that described the upstream's body before it was transcoded: its length,
+/// its validators and its coding no longer hold for what the client gets.
+pub const STRIPPED_HEADERS: [&str; 6] = [
+    "Content-Length",
+    "ETag",
+    "Content-MD5",
+    "Digest",
+    "Accept-Ranges",
+    "Content-Encoding",
+];
+
+/// How the client's connection frames a response body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientFraming {
+    /// HTTP/2: frames, no `Transfer-Encoding`.
+    Http2,
+    /// HTTP/1.1: a body of unknown length is chunked.
+    Http11,
+    /// HTTP/1.0: a body of unknown length ends with the connection.
+    Http10,
+}
+
+/// The response head's edits for a transcoded body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relabel {
+    /// The new `Content-Type`.
+    pub content_type: &'static str,
+    /// Remove these ([`STRIPPED_HEADERS`]).
+    pub strip: &'static [&'static str],
+    /// `Transfer-Encoding: chunked`: the transcoded length is not known in advance.
+    pub chunked: bool,
+    /// `Content-Encoding: gzip` and `Vary: Accept-Encoding` added, as kube-apiserver's
+    /// deferredResponseWriter sets them (Vary added to, not replaced).
+    pub gzip: bool,
+}
+
+impl OnResponse {
+    /// How the response head changes for the client; `None`: it passes as it came.
+    pub fn relabel(&self, framing: ClientFraming) -> Option<Relabel> {
+        Some(Relabel {
+            content_type: self.action.content_type()?,
+            strip: &STRIPPED_HEADERS,
+            chunked: framing == ClientFraming::Http11,
+            gzip: self.gzip,
+        })
+    }
+}
+
+/// Whether the SIGTERM drain ends this response cleanly (the terminating chunk on
+/// HTTP/1.1, `END_STREAM` on HTTP/2), as kube-apiserver ends a watch when it shuts
+/// down, so that the client watches again at once: only a watch's stream whose head
+/// is out, once the drain is ending long-running requests. A followed log or a proxied
+/// download is long-running too, but its cut body must not look complete; an upgraded
+/// connection just closes.
+pub fn drain_ends_cleanly(draining: bool, watch_stream: bool, head_sent: bool) -> bool {
+    draining && watch_stream && head_sent
 }
 
 #[cfg(test)]
@@ -348,6 +413,7 @@ mod tests {
                 format,
                 gzip: false,
                 count_events,
+                watch_stream: got.watch_stream,
                 schema: got.schema,
             };
             assert_eq!(
@@ -517,5 +583,96 @@ mod tests {
         assert!(!got.gzip);
         // Without that knowledge the JSON must arrive identity-coded.
         assert!(plan(&h, UpstreamMode::Auto).strips_accept_encoding());
+    }
+
+    /// Which responses are watch streams, for the gauge and the drain, in every mode:
+    /// a watch answered with a 2xx, transcoded or passing through; not its error.
+    #[test]
+    fn watch_streams_are_watches_that_began() {
+        let watch = req("GET", CMS, Some("watch=true"), "application/cbor", None);
+        let json_watch = req("GET", CMS, Some("watch=true"), "application/json", None);
+        let list = req("GET", CMS, None, "application/cbor", None);
+        let upgrade = req(
+            "GET",
+            "/api/v1/namespaces/ns/pods/p/exec",
+            None,
+            "*/*",
+            None,
+        );
+        let cases = [
+            (UpstreamMode::Legacy, watch, resp(200, JSON, None), true),
+            (
+                UpstreamMode::Legacy,
+                json_watch,
+                resp(200, JSON, None),
+                true,
+            ),
+            (UpstreamMode::Native, watch, resp(200, SEQ, None), true),
+            (
+                UpstreamMode::Upgrade,
+                json_watch,
+                resp(200, SEQ, None),
+                true,
+            ),
+            (UpstreamMode::Auto, watch, resp(404, JSON, None), false),
+            (UpstreamMode::Legacy, list, resp(200, JSON, None), false),
+            (UpstreamMode::Legacy, upgrade, resp(101, None, None), false),
+        ];
+        for (mode, head, response, want) in cases {
+            let got = plan(&head, mode).on_response(response, false);
+            assert_eq!(got.watch_stream, want, "{mode:?} {head:?} → {response:?}");
+        }
+    }
+
+    /// The response head's edits: none for a body that passes through; a transcoded one
+    /// gets its new type, loses what described the old body, and is chunked only where
+    /// HTTP/1.1 frames it so.
+    #[test]
+    fn transcoded_heads_are_relabelled() {
+        let decide = |accept, query, response| {
+            plan(&req("GET", CMS, query, accept, None), UpstreamMode::Legacy)
+                .on_response(response, false)
+        };
+        let list = decide("application/cbor", None, resp(200, JSON, None));
+        let watch = decide(
+            "application/cbor",
+            Some("watch=true"),
+            resp(200, JSON, None),
+        );
+        let json = decide("application/json", None, resp(200, JSON, None));
+        let mut big = list;
+        big.gzip = true;
+        use ClientFraming::*;
+        let want = |content_type, chunked, gzip| {
+            Some(Relabel {
+                content_type,
+                strip: &STRIPPED_HEADERS,
+                chunked,
+                gzip,
+            })
+        };
+        let cases = [
+            (json, Http11, None),
+            (list, Http11, want("application/cbor", true, false)),
+            (list, Http2, want("application/cbor", false, false)),
+            (list, Http10, want("application/cbor", false, false)),
+            (watch, Http11, want("application/cbor-seq", true, false)),
+            (big, Http2, want("application/cbor", false, true)),
+        ];
+        for (decision, framing, want) in cases {
+            assert_eq!(decision.relabel(framing), want, "{decision:?} {framing:?}");
+        }
+    }
+
+    #[test]
+    fn the_drain_ends_only_watch_streams_whose_head_is_out() {
+        for (draining, watch_stream, head_sent, want) in [
+            (true, true, true, true),
+            (false, true, true, false),
+            (true, false, true, false),
+            (true, true, false, false),
+        ] {
+            assert_eq!(drain_ends_cleanly(draining, watch_stream, head_sent), want);
+        }
     }
 }

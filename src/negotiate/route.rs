@@ -16,22 +16,68 @@ use std::borrow::Cow;
 /// reported as `CONNECT` (the apiserver's `validConnectRequests`, which include `log`).
 pub const CONNECT_SUBRESOURCES: [&str; 5] = ["exec", "attach", "portforward", "proxy", "log"];
 
-/// Every verb label [`normalize_verb`] can return, for registering metric series up front.
-pub const VERBS: [&str; 13] = [
-    "GET",
-    "LIST",
-    "WATCH",
-    "POST",
-    "PUT",
-    "PATCH",
-    "APPLY",
-    "DELETE",
-    "DELETECOLLECTION",
-    "HEAD",
-    "OPTIONS",
-    "CONNECT",
-    "OTHER",
-];
+/// The verb of a request, as `apiserver_request_total` counts it ([`normalize_verb`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Post,
+    Put,
+    Patch,
+    Apply,
+    Delete,
+    DeleteCollection,
+    Head,
+    Options,
+    Connect,
+    Other,
+}
+
+impl Verb {
+    /// Every verb, for registering metric series up front.
+    pub const ALL: [Verb; 13] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Post,
+        Verb::Put,
+        Verb::Patch,
+        Verb::Apply,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Head,
+        Verb::Options,
+        Verb::Connect,
+        Verb::Other,
+    ];
+
+    /// The `verb` label, as kube-apiserver writes it.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::List => "LIST",
+            Verb::Watch => "WATCH",
+            Verb::Post => "POST",
+            Verb::Put => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Apply => "APPLY",
+            Verb::Delete => "DELETE",
+            Verb::DeleteCollection => "DELETECOLLECTION",
+            Verb::Head => "HEAD",
+            Verb::Options => "OPTIONS",
+            Verb::Connect => "CONNECT",
+            Verb::Other => "OTHER",
+        }
+    }
+}
+
+/// Tests and tables compare a verb with its label.
+impl PartialEq<&str> for Verb {
+    fn eq(&self, label: &&str) -> bool {
+        self.label() == *label
+    }
+}
 
 /// The longest group, version, resource or subresource name kept (a DNS subdomain). Longer
 /// ones exist on no server; such paths are [`Route::Other`], so no unbounded string reaches
@@ -253,7 +299,7 @@ impl Method {
     }
 }
 
-/// The verb label, as `apiserver_request_total` writes it, from a bounded set ([`VERBS`]):
+/// The verb label, as `apiserver_request_total` writes it, from a bounded set ([`Verb::ALL`]):
 ///
 /// - `CONNECT` for upgrades and for the [`CONNECT_SUBRESOURCES`];
 /// - `WATCH` for a GET on a legacy `/watch/` path or with a true `watch` query value (the
@@ -271,9 +317,9 @@ pub fn normalize_verb(
     query: Option<&str>,
     body_media_type: Option<&str>,
     upgrade: bool,
-) -> &'static str {
+) -> Verb {
     if upgrade {
-        return "CONNECT";
+        return Verb::Connect;
     }
     let resource = match route {
         Route::Resource(r) => Some(r),
@@ -282,35 +328,35 @@ pub fn normalize_verb(
     if let Some(r) = resource {
         // The apiserver takes the installer's WATCH for legacy paths before anything else.
         if r.legacy_watch && method == Method::Get {
-            return "WATCH";
+            return Verb::Watch;
         }
         if r.is_connect() {
-            return "CONNECT";
+            return Verb::Connect;
         }
     }
     let collection = resource.is_some_and(ResourceRoute::is_collection);
     match method {
-        Method::Get if query_watch(query) => "WATCH",
-        Method::Get if collection => "LIST",
-        Method::Get => "GET",
+        Method::Get if query_watch(query) => Verb::Watch,
+        Method::Get if collection => Verb::List,
+        Method::Get => Verb::Get,
         // The apiserver reports HEAD as GET or LIST; kept apart here to see it at all.
-        Method::Head => "HEAD",
-        Method::Post => "POST",
-        Method::Put => "PUT",
+        Method::Head => Verb::Head,
+        Method::Post => Verb::Post,
+        Method::Put => Verb::Put,
         Method::Patch
             if matches!(
                 body_media_type,
                 Some("application/apply-patch+yaml" | "application/apply-patch+cbor")
             ) =>
         {
-            "APPLY"
+            Verb::Apply
         }
-        Method::Patch => "PATCH",
-        Method::Delete if collection => "DELETECOLLECTION",
-        Method::Delete => "DELETE",
-        Method::Options => "OPTIONS",
-        Method::Connect => "CONNECT",
-        Method::Other => "OTHER",
+        Method::Patch => Verb::Patch,
+        Method::Delete if collection => Verb::DeleteCollection,
+        Method::Delete => Verb::Delete,
+        Method::Options => Verb::Options,
+        Method::Connect => Verb::Connect,
+        Method::Other => Verb::Other,
     }
 }
 
@@ -395,6 +441,46 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// The protocol an upgraded connection speaks: the `protocol` label of
+/// `cborgate_upgrades_active`, from the client's `Upgrade` header (kubectl's exec,
+/// attach and port-forward ask for SPDY/3.1 or, since 1.30, a WebSocket).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeProtocol {
+    Spdy,
+    WebSocket,
+    Other,
+}
+
+impl UpgradeProtocol {
+    pub const ALL: [UpgradeProtocol; 3] = [
+        UpgradeProtocol::Spdy,
+        UpgradeProtocol::WebSocket,
+        UpgradeProtocol::Other,
+    ];
+
+    /// Reads the `Upgrade` header's value (case ignored).
+    pub fn of(upgrade: Option<&str>) -> UpgradeProtocol {
+        let Some(v) = upgrade.map(str::trim) else {
+            return UpgradeProtocol::Other;
+        };
+        if v.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("spdy")) {
+            UpgradeProtocol::Spdy
+        } else if v.eq_ignore_ascii_case("websocket") {
+            UpgradeProtocol::WebSocket
+        } else {
+            UpgradeProtocol::Other
+        }
+    }
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            UpgradeProtocol::Spdy => "spdy",
+            UpgradeProtocol::WebSocket => "websocket",
+            UpgradeProtocol::Other => "other",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,6 +500,7 @@ mod tests {
             None,
             false,
         )
+        .label()
     }
 
     #[test]
@@ -620,7 +707,7 @@ mod tests {
             "APPLY",
             "DELETECOLLECTION",
         ] {
-            assert!(VERBS.contains(&v));
+            assert!(Verb::ALL.iter().any(|verb| *verb == v));
         }
     }
 
@@ -675,5 +762,21 @@ mod tests {
         assert_eq!(query_first_value("a%3Db=1", "a=b").as_deref(), Some("1"));
         assert_eq!(query_first_value("&&a&", "a").as_deref(), Some(""));
         assert_eq!(query_first_value("a=%", "a"), None);
+    }
+
+    #[test]
+    fn upgrade_protocols_are_a_bounded_label() {
+        for (header, want) in [
+            (Some("SPDY/3.1"), UpgradeProtocol::Spdy),
+            (Some("spdy/3.1"), UpgradeProtocol::Spdy),
+            (Some("websocket"), UpgradeProtocol::WebSocket),
+            (Some("WebSocket"), UpgradeProtocol::WebSocket),
+            (Some("h2c"), UpgradeProtocol::Other),
+            (Some("spd"), UpgradeProtocol::Other),
+            (Some(""), UpgradeProtocol::Other),
+            (None, UpgradeProtocol::Other),
+        ] {
+            assert_eq!(UpgradeProtocol::of(header), want, "{header:?}");
+        }
     }
 }

@@ -52,7 +52,7 @@ impl Plan {
         format!(
             "the upstream refuses CBOR ({status} to {} {what}); --mode upgrade needs an \
              apiserver with CBORServingAndStorage=true",
-            self.verb
+            self.verb.label()
         )
     }
 }

@@ -14,7 +14,7 @@
 //! path calls, so the lines logged before an exit are written. JSON lines are
 //! written field by field, as the event is visited: no document tree per line.
 
-use crate::config::LogConfig;
+use crate::config::{LogConfig, LogFormat, LogLevel};
 use crate::ops::metrics::metrics;
 use prometheus::IntCounter;
 use std::fmt::{self, Write as _};
@@ -43,12 +43,12 @@ pub const CLIENT_TARGET: &str = "cborgate::client";
 pub fn init(log: &LogConfig) -> Flush {
     use std::io::IsTerminal;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter(&log.level));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter(log.level));
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let dropped = metrics().log_lines_dropped_total.clone();
     let (queue, flush) = Queue::new(std::io::stderr(), log.queue_lines, QUEUE_BYTES, dropped);
-    let _ = subscriber(&log.format, filter, colour, queue).try_init();
+    let _ = subscriber(log.format, filter, colour, queue).try_init();
     flush
 }
 
@@ -267,15 +267,15 @@ impl Write for Line<'_> {
 
 /// `log.level` for cborgate, `warn` for pingora (its info lines are start-up
 /// and shutdown chatter).
-fn default_filter(level: &str) -> EnvFilter {
-    EnvFilter::new(format!("{level},pingora=warn"))
+fn default_filter(level: LogLevel) -> EnvFilter {
+    EnvFilter::new(format!("{},pingora=warn", level.filter()))
 }
 
 /// The output layer, filtered by `filter` and without client noise, and the
 /// layer that counts client noise (whatever `filter` says: a metric does not
 /// depend on the log level).
 fn subscriber<W>(
-    format: &str,
+    format: LogFormat,
     filter: EnvFilter,
     colour: bool,
     writer: W,
@@ -287,7 +287,7 @@ where
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(colour);
-    let fmt: Box<dyn Layer<Registry> + Send + Sync> = if format == "json" {
+    let fmt: Box<dyn Layer<Registry> + Send + Sync> = if format == LogFormat::Json {
         fmt.event_format(FlatJson).with_filter(output).boxed()
     } else {
         fmt.fmt_fields(TextFields).with_filter(output).boxed()
@@ -898,7 +898,7 @@ mod tests {
     /// Runs `f` under a subscriber made as `init` makes it, with the default
     /// filter for `level`; returns what it wrote. `log` records reach it
     /// through tracing-log, as pingora's do.
-    fn logged(format: &str, level: &str, f: impl FnOnce()) -> String {
+    fn logged(format: LogFormat, level: LogLevel, f: impl FnOnce()) -> String {
         let _ = tracing_log::LogTracer::init();
         let out = Capture::default();
         let w = out.clone();
@@ -958,17 +958,17 @@ mod tests {
     #[test]
     fn client_noise_is_counted_and_not_logged() {
         let before = client_errors(ClientError::HandshakeTimeout);
-        for format in ["text", "json"] {
-            let text = logged(format, "info", || {
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let text = logged(format, LogLevel::Info, || {
                 log::error!(target: LISTENING, "Downstream handshake timeout");
                 log::error!(target: LISTENING, "Accept() failed Too many open files (os error 24)");
             });
-            assert!(!text.contains("Downstream"), "{format}:\n{text}");
-            assert!(text.contains("Accept() failed"), "{format}:\n{text}");
-            assert!(text.contains("ERROR"), "{format}:\n{text}");
+            assert!(!text.contains("Downstream"), "{format:?}:\n{text}");
+            assert!(text.contains("Accept() failed"), "{format:?}:\n{text}");
+            assert!(text.contains("ERROR"), "{format:?}:\n{text}");
         }
         // Even with logging off: the count does not depend on the log level.
-        let text = logged("text", "off", || {
+        let text = logged(LogFormat::Text, LogLevel::Off, || {
             log::error!(target: LISTENING, "Downstream handshake timeout");
         });
         assert_eq!(text, "");
@@ -978,7 +978,7 @@ mod tests {
 
     #[test]
     fn json_lines_are_flat_and_carry_no_build_paths() {
-        let text = logged("json", "info", || {
+        let text = logged(LogFormat::Json, LogLevel::Info, || {
             log::warn!(target: "pingora_core::server", "Server starting");
             tracing::info!(target: "cborgate::proxy", status = 200u64, path = "/api", "request");
         });
@@ -1009,7 +1009,7 @@ mod tests {
 
     #[test]
     fn text_lines_carry_no_build_paths() {
-        let text = logged("text", "info", || {
+        let text = logged(LogFormat::Text, LogLevel::Info, || {
             log::warn!(target: "pingora_core::server", "Server starting");
         });
         assert!(

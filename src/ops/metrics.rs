@@ -5,14 +5,24 @@
 //! `process_*` families (CPU seconds, resident memory, open and maximum file
 //! descriptors, threads, start time) come along, as from any Prometheus
 //! client library, read from `/proc` at each scrape ([`process_families`]).
+//!
+//! The `group` and `resource` labels are bounded by [`ResourceLabels`], the cap on
+//! distinct (group, resource) pairs (`metrics.max_resources`), an object the proxy owns:
+//! each pair is interned once, with its codec series, and every later request for it
+//! gets the same `&'static` labels without allocating.
 
 use crate::codec::Reason;
+use crate::negotiate::client::ClientFamily;
 use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
+use crate::negotiate::labels::{self, ResourceKey, DISCOVERY, NON_RESOURCE, OTHER};
+use crate::negotiate::protect::Reason as ProtectReason;
+use crate::negotiate::Route;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
 
 /// Sub-millisecond buckets for codec time (per body or per watch event).
 const CODEC_BUCKETS: &[f64] = &[
@@ -54,6 +64,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_request_head_timeouts_total",
     "cborgate_memory_trims_total",
     "cborgate_certificate_expiry_timestamp_seconds",
+    "cborgate_cbor_protected_total",
 ];
 
 pub struct Metrics {
@@ -96,13 +107,63 @@ pub struct Metrics {
     pub memory_trims_total: IntCounter,
     /// `file` is one of [`RELOAD_FILES`]; a sample only for the files configured.
     pub certificate_expiry_timestamp_seconds: IntGaugeVec,
-    /// The codec series of each [`CODECS`] row, looked up once here rather than by
-    /// label at every body ([`Metrics::codec`]).
-    codecs: Vec<CodecSeries>,
+    /// `client` is a [`ClientFamily`] label, `reason` a [`ProtectReason`] label.
+    pub cbor_protected_total: IntCounterVec,
 }
 
-/// One direction and pair of formats of the codec families: its time, and the bytes
-/// on each side.
+/// Who answered a 415 or a 406: the `origin` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// cborgate, from the request head.
+    Proxy,
+    /// The upstream.
+    Upstream,
+}
+
+impl Origin {
+    const fn label(self) -> &'static str {
+        match self {
+            Origin::Proxy => "proxy",
+            Origin::Upstream => "upstream",
+        }
+    }
+}
+
+/// Count a 415 or 406 (any other code is not counted here) by who answered it, and
+/// the request's group, resource and client.
+pub fn count_refusal(code: u16, origin: Origin, labels: Option<RequestLabels>) {
+    let m = metrics();
+    let family = match code {
+        415 => &m.unsupported_media_type_total,
+        406 => &m.not_acceptable_total,
+        _ => return,
+    };
+    let [group, resource, client] = RequestLabels::values(labels);
+    family
+        .with_label_values(&[origin.label(), group, resource, client])
+        .inc();
+}
+
+/// A gauge counted up while this is held and down when it is dropped, on every path
+/// (panics included): `cborgate_watch_streams_active`, `cborgate_upgrades_active`.
+#[derive(Debug)]
+pub struct GaugeHeld(IntGauge);
+
+impl GaugeHeld {
+    pub fn hold(gauge: &IntGauge) -> GaugeHeld {
+        gauge.inc();
+        GaugeHeld(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHeld {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// One direction and pair of formats of the codec families, for one (group, resource):
+/// its time, and the bytes on each side.
 pub struct CodecSeries {
     pub duration: prometheus::Histogram,
     pub bytes_from: IntCounter,
@@ -140,15 +201,44 @@ pub const RETRY_REASONS: [&str; 2] = ["refused", "connection"];
 /// upstream answers 415 to a CBOR body and the request is replayed as JSON).
 const FALLBACK_REASONS: [&str; 1] = ["unsupported_media_type"];
 
-/// The (direction, from, to) labels of every codec the proxy runs
+/// Every transcoding the proxy runs, and its (direction, from, to) labels
 /// (src/proxy/body.rs: `BodyCodec::request`, `request_to_cbor`, `response`,
 /// `response_to_json`).
-const CODECS: [(&str, &str, &str); 4] = [
-    ("request", "cbor", "json"),
-    ("request", "json", "cbor"),
-    ("response", "json", "cbor"),
-    ("response", "cbor", "json"),
-];
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transcoding {
+    /// A CBOR request body made JSON for a JSON-only upstream.
+    RequestCborToJson,
+    /// Upgrade mode: a JSON request body made CBOR.
+    RequestJsonToCbor,
+    /// A JSON answer (or watch) made CBOR for a CBOR client.
+    ResponseJsonToCbor,
+    /// Upgrade mode: a CBOR answer made JSON.
+    ResponseCborToJson,
+}
+
+impl Transcoding {
+    pub const ALL: [Transcoding; 4] = [
+        Transcoding::RequestCborToJson,
+        Transcoding::RequestJsonToCbor,
+        Transcoding::ResponseJsonToCbor,
+        Transcoding::ResponseCborToJson,
+    ];
+
+    /// The `direction`, `from` and `to` labels.
+    pub const fn labels(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Transcoding::RequestCborToJson => ("request", "cbor", "json"),
+            Transcoding::RequestJsonToCbor => ("request", "json", "cbor"),
+            Transcoding::ResponseJsonToCbor => ("response", "json", "cbor"),
+            Transcoding::ResponseCborToJson => ("response", "cbor", "json"),
+        }
+    }
+
+    /// The `direction` label alone.
+    pub const fn direction(self) -> &'static str {
+        self.labels().0
+    }
+}
 
 impl Metrics {
     fn new() -> Self {
@@ -187,28 +277,28 @@ impl Metrics {
             }
         };
         let count = |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
-        let mut m = Metrics {
+        let m = Metrics {
             requests_total: family!("counter", "cborgate_requests_total",
-                "Requests handled, by normalised verb, status code and the request and response body formats.",
-                counter(&["verb", "code", "request_format", "response_format"])),
+                "Requests handled, by normalised verb, status code, the request and response body formats, API group and resource (bounded by metrics.max_resources) and client family.",
+                counter(&["verb", "code", "request_format", "response_format", "group", "resource", "client"])),
             request_duration_seconds: family!("histogram", "cborgate_request_duration_seconds",
                 "Time from request head to the end of the response, by verb and response format.",
                 hist(&["verb", "response_format"], REQUEST_BUCKETS)),
             codec_duration_seconds: family!("histogram", "cborgate_codec_duration_seconds",
-                "Time spent transcoding, per body or per watch event.",
-                hist(&["direction", "from", "to"], CODEC_BUCKETS)),
+                "Time spent transcoding, per body or per watch event, by direction, formats, API group and resource.",
+                hist(&["direction", "from", "to", "group", "resource"], CODEC_BUCKETS)),
             codec_bytes_total: family!("counter", "cborgate_codec_bytes_total",
-                "Bytes through the codec, by direction (request or response) and format (the format of the counted bytes).",
-                counter(&["direction", "format"])),
+                "Bytes through the codec, by direction (request or response), format (the format of the counted bytes: the same bodies are counted once as JSON and once as CBOR), API group and resource.",
+                counter(&["direction", "format", "group", "resource"])),
             fallbacks_total: family!("counter", "cborgate_fallbacks_total",
-                "Requests replayed or re-routed to JSON because the upstream refused CBOR.",
-                counter(&["reason"])),
+                "Requests replayed or re-routed to JSON because the upstream refused CBOR, by reason, API group, resource and client family.",
+                counter(&["reason", "group", "resource", "client"])),
             unsupported_media_type_total: family!("counter", "cborgate_unsupported_media_type_total",
-                "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver).",
-                counter(&["origin"])),
+                "415 responses, by origin (proxy: answered by cborgate; upstream: sent by the apiserver), API group, resource and client family.",
+                counter(&["origin", "group", "resource", "client"])),
             not_acceptable_total: family!("counter", "cborgate_not_acceptable_total",
-                "406 responses, by origin (proxy or upstream).",
-                counter(&["origin"])),
+                "406 responses, by origin (proxy or upstream), API group, resource and client family.",
+                counter(&["origin", "group", "resource", "client"])),
             transcode_errors_total: family!("counter", "cborgate_transcode_errors_total",
                 "Bodies that could not be transcoded, by direction and reason.",
                 counter(&["direction", "reason"])),
@@ -269,20 +359,12 @@ impl Metrics {
             certificate_expiry_timestamp_seconds: family!("gauge", "cborgate_certificate_expiry_timestamp_seconds",
                 "The notAfter (Unix seconds) of the certificate in use that expires first in each file: serving, upstream_client (the certificate chains), upstream_ca, client_ca, requestheader_ca (the CA bundles). Set at start-up and on each successful reload; no sample for a file not configured.",
                 gauges(&["file"])),
+            cbor_protected_total: family!("counter", "cborgate_cbor_protected_total",
+                "Answers sent as JSON instead of CBOR to a client that decodes CBOR with client-go 1.32-1.35's limits (1,024 elements per array or pairs per map) and accepts JSON, by client family and reason (over_limit: an array or map over cbor_protection.max_elements was seen; undecided: not known within cbor_protection.hold_bytes, or a watch).",
+                counter(&["client", "reason"])),
             registry,
             families,
-            codecs: Vec::new(),
         };
-        m.codecs = CODECS
-            .iter()
-            .map(|&(direction, from, to)| CodecSeries {
-                duration: m
-                    .codec_duration_seconds
-                    .with_label_values(&[direction, from, to]),
-                bytes_from: m.codec_bytes_total.with_label_values(&[direction, from]),
-                bytes_to: m.codec_bytes_total.with_label_values(&[direction, to]),
-            })
-            .collect();
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT])
             .set(1);
@@ -297,17 +379,27 @@ impl Metrics {
     /// selects by label, `code="503"`, with the labels cborgate's own 503
     /// carries for a GET while the upstream is unreachable; its other label
     /// combinations, and `request_duration_seconds`' (dashboard panels only),
-    /// appear with traffic.
+    /// appear with traffic. The families with `group`, `resource` and `client`
+    /// labels get their zero series under [`ZERO_LABELS`].
     fn create_series_at_zero(&self) {
+        let [group, resource, client] = ZERO_LABELS;
         self.requests_total
-            .with_label_values(&["GET", "503", "none", "json"]);
+            .with_label_values(&["GET", "503", "none", "json", group, resource, client]);
         for origin in ["proxy", "upstream"] {
             self.unsupported_media_type_total
-                .with_label_values(&[origin]);
-            self.not_acceptable_total.with_label_values(&[origin]);
+                .with_label_values(&[origin, group, resource, client]);
+            self.not_acceptable_total
+                .with_label_values(&[origin, group, resource, client]);
         }
         for reason in FALLBACK_REASONS {
-            self.fallbacks_total.with_label_values(&[reason]);
+            self.fallbacks_total
+                .with_label_values(&[reason, group, resource, client]);
+        }
+        // The codec-latency alert's histogram; the bytes appear with traffic (a ratio
+        // of two zeros would be a NaN on every dashboard).
+        for (direction, from, to) in Transcoding::ALL.map(Transcoding::labels) {
+            self.codec_duration_seconds
+                .with_label_values(&[direction, from, to, group, resource]);
         }
         for reason in RETRY_REASONS {
             self.upstream_retries_total.with_label_values(&[reason]);
@@ -318,10 +410,14 @@ impl Metrics {
                     .with_label_values(&[direction, reason.as_str()]);
             }
         }
-        // The codec families' series exist already: `Metrics::new` resolves every
-        // `CODECS` row into `codecs`.
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
+        }
+        for client in ClientFamily::ALL {
+            for reason in ProtectReason::ALL {
+                self.cbor_protected_total
+                    .with_label_values(&[client.label(), reason.label()]);
+            }
         }
         for kind in CLIENT_ERROR_KINDS {
             self.client_errors_total.with_label_values(&[kind]);
@@ -337,16 +433,6 @@ impl Metrics {
                     .with_label_values(&[method.as_str(), result]);
             }
         }
-    }
-
-    /// The series of `direction` (`request` or `response`) from format `from` to `to`,
-    /// one of the [`CODECS`] rows.
-    pub fn codec(&self, direction: &str, from: &str, to: &str) -> &CodecSeries {
-        let row = CODECS
-            .iter()
-            .position(|&c| c == (direction, from, to))
-            .expect("a codec direction and formats from CODECS");
-        &self.codecs[row]
     }
 
     /// The Prometheus text exposition of every family.
@@ -366,6 +452,177 @@ impl Metrics {
     /// Names of every family, for tests and docs.
     pub fn family_names(&self) -> Vec<&'static str> {
         self.families.iter().map(|f| f.0).collect()
+    }
+}
+
+/// The `group`, `resource` and `client` labels of the series every family has at zero
+/// from start-up: a request outside the resource API from a client of no known family.
+pub const ZERO_LABELS: [&str; 3] = [NON_RESOURCE, NON_RESOURCE, "other"];
+
+/// The `group` and `resource` labels of one pair (a resource, or one of the fixed values
+/// of [`crate::negotiate::labels`]), and its codec series, each resolved the first time a
+/// body of that pair is transcoded and kept (never looked up by label again).
+pub struct ResourceSeries {
+    pub group: &'static str,
+    pub resource: &'static str,
+    codecs: [OnceLock<CodecSeries>; Transcoding::ALL.len()],
+}
+
+impl ResourceSeries {
+    fn new(group: &'static str, resource: &'static str) -> Self {
+        ResourceSeries {
+            group,
+            resource,
+            codecs: Default::default(),
+        }
+    }
+
+    /// Interned for the life of the process: at most `metrics.max_resources` of them,
+    /// plus the three fixed pairs of each [`ResourceLabels`].
+    fn leak(self) -> &'static ResourceSeries {
+        Box::leak(Box::new(self))
+    }
+
+    /// The codec series of one transcoding, for this pair.
+    pub fn codec(&self, t: Transcoding) -> &CodecSeries {
+        self.codecs[t as usize].get_or_init(|| {
+            let (direction, from, to) = t.labels();
+            let m = metrics();
+            let (g, r) = (self.group, self.resource);
+            CodecSeries {
+                duration: m
+                    .codec_duration_seconds
+                    .with_label_values(&[direction, from, to, g, r]),
+                bytes_from: m
+                    .codec_bytes_total
+                    .with_label_values(&[direction, from, g, r]),
+                bytes_to: m
+                    .codec_bytes_total
+                    .with_label_values(&[direction, to, g, r]),
+            }
+        })
+    }
+}
+
+/// The labels of one request beyond verb, code and formats: its (group, resource) pair
+/// and its client family. Copied freely; nothing in it is allocated per request.
+#[derive(Clone, Copy)]
+pub struct RequestLabels {
+    pub resource: &'static ResourceSeries,
+    /// A [`crate::negotiate::client::ClientFamily`] label.
+    pub client: &'static str,
+}
+
+impl RequestLabels {
+    /// `[group, resource, client]`; a request never classified (no plan) is counted as
+    /// [`ZERO_LABELS`] says.
+    pub fn values(labels: Option<RequestLabels>) -> [&'static str; 3] {
+        match labels {
+            Some(l) => [l.resource.group, l.resource.resource, l.client],
+            None => ZERO_LABELS,
+        }
+    }
+}
+
+/// The cap on distinct (group, resource) label pairs (`metrics.max_resources`): the
+/// first `max` resource pairs seen get labels of their own, every later new pair is
+/// counted as `(other)` (docs/wire.md §6). One object, made at start-up and passed to
+/// the proxy. A pair already seen is found under a read lock without allocating; a new
+/// one is interned once (its strings and its [`ResourceSeries`] live as long as the
+/// process: at most `max` of them).
+pub struct ResourceLabels {
+    max: usize,
+    tracked: RwLock<Tracked>,
+    discovery: &'static ResourceSeries,
+    non_resource: &'static ResourceSeries,
+    other: &'static ResourceSeries,
+}
+
+impl std::fmt::Debug for ResourceLabels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceLabels")
+            .field("max", &self.max)
+            .field("tracked", &self.tracked())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Tracked {
+    /// group → resource → its labels.
+    by_group: HashMap<&'static str, HashMap<&'static str, &'static ResourceSeries>>,
+    pairs: usize,
+}
+
+impl ResourceLabels {
+    /// At most `max` distinct (group, resource) pairs; 0: every resource is `(other)`.
+    pub fn new(max: usize) -> Self {
+        let fixed = |v: &'static str| ResourceSeries::new(v, v).leak();
+        ResourceLabels {
+            max,
+            tracked: RwLock::default(),
+            discovery: fixed(DISCOVERY),
+            non_resource: fixed(NON_RESOURCE),
+            other: fixed(OTHER),
+        }
+    }
+
+    /// The labels of a request to `route` from `user_agent`.
+    pub fn request(&self, route: &Route, user_agent: Option<&str>) -> RequestLabels {
+        RequestLabels {
+            resource: self.resolve(labels::resource_key(route)),
+            client: labels::client_label(user_agent),
+        }
+    }
+
+    /// The labels of a request never classified (no route): `(nonresource)`, `other`.
+    pub fn unclassified(&self) -> RequestLabels {
+        RequestLabels {
+            resource: self.non_resource,
+            client: "other",
+        }
+    }
+
+    /// The pair's labels: its own while the cap allows, `(other)` beyond.
+    pub fn resolve(&self, key: ResourceKey<'_>) -> &'static ResourceSeries {
+        let (group, resource) = match key {
+            ResourceKey::Fixed(v) if v == DISCOVERY => return self.discovery,
+            ResourceKey::Fixed(v) if v == NON_RESOURCE => return self.non_resource,
+            ResourceKey::Fixed(_) => return self.other,
+            ResourceKey::Resource { group, resource } => (group, resource),
+        };
+        let seen = |t: &Tracked| t.by_group.get(group)?.get(resource).copied();
+        let read = self.tracked.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = seen(&read) {
+            return s;
+        }
+        if read.pairs >= self.max {
+            return self.other;
+        }
+        drop(read);
+        let mut t = self.tracked.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = seen(&t) {
+            return s;
+        }
+        if t.pairs >= self.max {
+            return self.other;
+        }
+        let group: &'static str = match t.by_group.get_key_value(group) {
+            Some((g, _)) => g,
+            None => Box::leak(group.into()),
+        };
+        let series = ResourceSeries::new(group, Box::leak(resource.into())).leak();
+        t.by_group
+            .entry(group)
+            .or_default()
+            .insert(series.resource, series);
+        t.pairs += 1;
+        series
+    }
+
+    /// Distinct (group, resource) pairs with labels of their own.
+    pub fn tracked(&self) -> usize {
+        self.tracked.read().unwrap_or_else(|e| e.into_inner()).pairs
     }
 }
 
@@ -532,10 +789,11 @@ mod tests {
         }
     }
 
-    /// Every series the alerts select, from each `expr` in
-    /// deploy/monitoring/prometheusrule.yaml: a metric name of ours
-    /// (`cborgate_*`, `process_*`) and the label values its `=` matchers ask
-    /// for, less the labels Prometheus adds at scrape.
+    /// Every series the alerts select, from each alert's `expr` in
+    /// deploy/monitoring/prometheusrule.yaml (not the recording rules': a series
+    /// they find absent is recorded as absent, which alerts on nothing): a metric
+    /// name of ours (`cborgate_*`, `process_*`) and the label values its `=`
+    /// matchers ask for, less the labels Prometheus adds at scrape.
     fn alert_selectors() -> Vec<(String, Vec<(String, String)>)> {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -545,8 +803,13 @@ mod tests {
         let indent = |l: &str| l.len() - l.trim_start().len();
         let lines: Vec<&str> = yaml.lines().collect();
         let mut exprs = Vec::new();
+        let mut recording = false;
         for (n, l) in lines.iter().enumerate() {
-            let Some(rest) = l.trim_start().strip_prefix("expr:") else {
+            let t = l.trim_start();
+            if t.starts_with("- record:") || t.starts_with("- alert:") {
+                recording = t.starts_with("- record:");
+            }
+            let Some(rest) = t.strip_prefix("expr:").filter(|_| !recording) else {
                 continue;
             };
             if rest.trim() == "|" {
@@ -634,6 +897,131 @@ mod tests {
                 "no sample of {name}{matchers:?} on a fresh process:\n{text}"
             );
         }
+    }
+
+    fn key<'a>(group: &'a str, resource: &'a str) -> ResourceKey<'a> {
+        ResourceKey::Resource { group, resource }
+    }
+
+    #[test]
+    fn the_cap_bounds_distinct_resource_pairs() {
+        let labels = ResourceLabels::new(3);
+        let pods = labels.resolve(key("", "pods"));
+        assert_eq!((pods.group, pods.resource), ("", "pods"));
+        assert!(
+            std::ptr::eq(pods, labels.resolve(key("", "pods"))),
+            "a pair is interned once"
+        );
+        let deployments = labels.resolve(key("apps", "deployments"));
+        // The fixed values are not counted against the cap.
+        for v in [DISCOVERY, NON_RESOURCE, OTHER] {
+            let fixed = labels.resolve(ResourceKey::Fixed(v));
+            assert_eq!((fixed.group, fixed.resource), (v, v));
+        }
+        let sets = labels.resolve(key("apps", "statefulsets"));
+        assert_eq!((sets.group, sets.resource), ("apps", "statefulsets"));
+        assert!(
+            std::ptr::eq(sets.group, deployments.group),
+            "a group is interned once"
+        );
+        assert_eq!(labels.tracked(), 3);
+        // Beyond the cap: one bucket, and nothing new is kept.
+        for (g, r) in [("example.com", "widgets"), ("", "secrets"), ("apps", "x")] {
+            let over = labels.resolve(key(g, r));
+            assert_eq!((over.group, over.resource), (OTHER, OTHER), "{g}/{r}");
+        }
+        assert_eq!(labels.tracked(), 3);
+        // Pairs seen before the cap was reached keep their labels.
+        assert!(std::ptr::eq(
+            deployments,
+            labels.resolve(key("apps", "deployments"))
+        ));
+        let none = ResourceLabels::new(0);
+        assert_eq!(none.resolve(key("", "pods")).resource, OTHER);
+        assert_eq!(none.tracked(), 0);
+    }
+
+    #[test]
+    fn the_cap_holds_when_threads_see_new_pairs_at_once() {
+        let labels = ResourceLabels::new(100);
+        let seen: Vec<Vec<(String, &'static ResourceSeries)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..8)
+                .map(|t| {
+                    let labels = &labels;
+                    s.spawn(move || {
+                        (0..500)
+                            .map(|i| {
+                                // Threads overlap: each name is asked for by two of them.
+                                let name = format!("r{}", (i * 7 + t / 2 * 13) % 1000);
+                                let got = labels.resolve(key("g.example.com", &name));
+                                (name, got)
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        assert_eq!(labels.tracked(), 100);
+        let mut own = std::collections::BTreeSet::new();
+        for (name, got) in seen.iter().flatten() {
+            if got.resource == OTHER {
+                continue;
+            }
+            assert_eq!(got.resource, name);
+            assert!(std::ptr::eq(
+                *got,
+                labels.resolve(key("g.example.com", name))
+            ));
+            own.insert(name.clone());
+        }
+        assert_eq!(own.len(), 100, "every admitted pair was handed out");
+    }
+
+    #[test]
+    fn codec_series_carry_the_pair() {
+        let labels = ResourceLabels::new(10);
+        let s = labels.resolve(key("codec.example.com", "gadgets"));
+        let series = s.codec(Transcoding::ResponseJsonToCbor);
+        series.bytes_from.inc_by(700);
+        series.bytes_to.inc_by(400);
+        series.duration.observe(0.001);
+        assert!(std::ptr::eq(
+            series,
+            s.codec(Transcoding::ResponseJsonToCbor)
+        ));
+        let text = metrics().render();
+        for want in [
+            r#"cborgate_codec_bytes_total{direction="response",format="json",group="codec.example.com",resource="gadgets"} 700"#,
+            r#"cborgate_codec_bytes_total{direction="response",format="cbor",group="codec.example.com",resource="gadgets"} 400"#,
+            r#"cborgate_codec_duration_seconds_count{direction="response",from="json",group="codec.example.com",resource="gadgets",to="cbor"} 1"#,
+        ] {
+            assert!(text.contains(want), "{want} not in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn request_labels_name_route_and_client() {
+        let labels = ResourceLabels::new(10);
+        let route = Route::classify("/apis/apps/v1/namespaces/demo/deployments/web");
+        let l = labels.request(
+            &route,
+            Some("kube-controller-manager/v1.35.2 (linux/amd64) kubernetes/abc"),
+        );
+        assert_eq!(
+            RequestLabels::values(Some(l)),
+            ["apps", "deployments", "kube-controller-manager"]
+        );
+        let l = labels.request(&Route::classify("/version"), None);
+        assert_eq!(
+            RequestLabels::values(Some(l)),
+            [NON_RESOURCE, NON_RESOURCE, "other"]
+        );
+        assert_eq!(RequestLabels::values(None), ZERO_LABELS);
+        assert_eq!(
+            RequestLabels::values(Some(labels.unclassified())),
+            ZERO_LABELS
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -8,7 +8,7 @@
 //! (stop accepting, let requests finish within the grace period); SIGHUP
 //! reloads certificates.
 
-use crate::config::{Config, ConfigError, UpstreamUrl};
+use crate::config::{Checked, Config, ConfigError, UpstreamUrl};
 use crate::inbound::accept::ReadTimeout;
 use crate::inbound::client_cert::{ClientCas, PeerCertCallback};
 use crate::inbound::connections::Connections;
@@ -136,10 +136,9 @@ fn install_tls_policy(config: &Config) -> Result<(), ConfigError> {
 
 /// Build the server. Every error is a configuration problem (exit status 2)
 /// whose message names the key or flag.
-pub fn build(config: Config) -> Result<Built, ConfigError> {
-    config.validate()?;
+pub fn build(config: Checked) -> Result<Built, ConfigError> {
+    let config = config.into_inner();
     install_tls_policy(&config)?;
-    config.validate_client_certificates()?;
     let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.
     let serving = if config.server.tls_cert.is_empty() {
@@ -283,7 +282,7 @@ pub fn build(config: Config) -> Result<Built, ConfigError> {
     let summary = format!(
         "cborgate {} serving {scheme}://{listen} in {} mode, upstream {}://{}:{}{}, admin http://{admin_addr}",
         crate::VERSION,
-        config.upstream.mode.as_str(),
+        config.upstream.mode,
         if url.tls { "https" } else { "http" },
         url.host,
         url.port,

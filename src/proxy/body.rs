@@ -10,31 +10,13 @@ use crate::codec::{
     Transcoder,
 };
 use crate::negotiate::encoding::GZIP_LEVEL;
-use crate::ops::metrics::{metrics, CodecSeries};
+use crate::ops::metrics::{metrics, CodecSeries, ResourceSeries, Transcoding};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Which body is transcoded; the `direction` metric label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// The request body, on its way to the upstream.
-    Request,
-    /// The response body (or watch stream), on its way to the client.
-    Response,
-}
-
-impl Direction {
-    fn label(self) -> &'static str {
-        match self {
-            Direction::Request => "request",
-            Direction::Response => "response",
-        }
-    }
-}
 
 /// The series a watch stream's events move, looked up once per stream (their time
 /// goes to the body's codec series).
@@ -44,7 +26,7 @@ struct WatchMetrics {
 
 /// One body's transcoding state.
 pub struct BodyCodec {
-    direction: Direction,
+    transcoding: Transcoding,
     /// The codec families' series for this direction and pair of formats.
     series: &'static CodecSeries,
     watch: bool,
@@ -64,8 +46,10 @@ pub struct BodyCodec {
 
 impl BodyCodec {
     /// A response body (JSON → CBOR); `watch` for a watch stream. The transcoder comes
-    /// from `transcoders` and goes back there when the body is done.
+    /// from `transcoders` and goes back there when the body is done. `resource`: the
+    /// request's (group, resource) labels, for the codec families.
     pub fn response(
+        resource: &'static ResourceSeries,
         schema: Schema,
         watch: bool,
         window: usize,
@@ -82,12 +66,22 @@ impl BodyCodec {
             limits,
             schema,
         });
-        Self::new(Direction::Response, ("json", "cbor"), watch, Box::new(t))
+        Self::new(
+            resource,
+            Transcoding::ResponseJsonToCbor,
+            watch,
+            Box::new(t),
+        )
     }
 
     /// A request body (CBOR → JSON); `declared_len` from Content-Length; `schema` says
     /// which fields are bytes.
-    pub fn request(declared_len: Option<u64>, limits: Limits, schema: Schema) -> Self {
+    pub fn request(
+        resource: &'static ResourceSeries,
+        declared_len: Option<u64>,
+        limits: Limits,
+        schema: Schema,
+    ) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: false,
             dedupe_keys: true,
@@ -95,12 +89,17 @@ impl BodyCodec {
             limits,
             schema,
         });
-        Self::new(Direction::Request, ("cbor", "json"), false, Box::new(t))
+        Self::new(resource, Transcoding::RequestCborToJson, false, Box::new(t))
     }
 
     /// Upgrade mode: a JSON request body → CBOR for a CBOR-enabled upstream.
     /// Client input may repeat keys: the last one wins, as in Go.
-    pub fn request_to_cbor(window: usize, strings: StringMode, limits: Limits) -> Self {
+    pub fn request_to_cbor(
+        resource: &'static ResourceSeries,
+        window: usize,
+        strings: StringMode,
+        limits: Limits,
+    ) -> Self {
         let t = JsonToCbor::new(JsonToCborOptions {
             strings,
             window,
@@ -109,11 +108,15 @@ impl BodyCodec {
             limits,
             schema: Schema::Unstructured,
         });
-        Self::new(Direction::Request, ("json", "cbor"), false, Box::new(t))
+        Self::new(resource, Transcoding::RequestJsonToCbor, false, Box::new(t))
     }
 
     /// Upgrade mode: a CBOR response (or `cbor-seq` watch) → JSON for the client.
-    pub fn response_to_json(watch: bool, limits: Limits) -> Self {
+    pub fn response_to_json(
+        resource: &'static ResourceSeries,
+        watch: bool,
+        limits: Limits,
+    ) -> Self {
         let t = CborToJson::new(CborToJsonOptions {
             sequence: watch,
             dedupe_keys: false,
@@ -121,24 +124,29 @@ impl BodyCodec {
             limits,
             schema: Schema::Unstructured,
         });
-        Self::new(Direction::Response, ("cbor", "json"), watch, Box::new(t))
+        Self::new(
+            resource,
+            Transcoding::ResponseCborToJson,
+            watch,
+            Box::new(t),
+        )
     }
 
     fn new(
-        direction: Direction,
-        (from, to): (&'static str, &'static str),
+        resource: &'static ResourceSeries,
+        transcoding: Transcoding,
         watch: bool,
         inner: Box<dyn Transcoder>,
     ) -> Self {
         let m = metrics();
-        let series = m.codec(direction.label(), from, to);
+        let series = resource.codec(transcoding);
         let watch_metrics = watch.then(|| WatchMetrics {
             // Transcoded or not, the events are CBOR ones (docs/wire.md §6).
             events: m.watch_events_total.with_label_values(&["cbor"]),
         });
         BodyCodec {
             watch_metrics,
-            direction,
+            transcoding,
             series,
             watch,
             inner,
@@ -214,7 +222,7 @@ impl BodyCodec {
         let m = metrics();
         if let Err(e) = r {
             m.transcode_errors_total
-                .with_label_values(&[self.direction.label(), e.reason.as_str()])
+                .with_label_values(&[self.transcoding.direction(), e.reason.as_str()])
                 .inc();
             return Err(e);
         }

@@ -13,7 +13,7 @@ use crate::negotiate::pool::{pool, Pool};
 use crate::ops::metrics::metrics;
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
-use pingora::{Error, ErrorType, Result};
+use pingora::Result;
 
 /// Decide who the request is, and count it.
 pub fn decide(session: &Session, names: &HeaderNames) -> Identity {
@@ -36,12 +36,8 @@ pub fn pool_of(session: &Session, identity: &Identity) -> Pool {
     pool(identity, values.iter().map(|v| v.as_bytes()))
 }
 
-/// Remove and add the identity headers on the upstream request. A request with no
-/// decision never goes upstream.
-pub fn apply(identity: Option<&Identity>, req: &mut RequestHeader) -> Result<()> {
-    let Some(id) = identity else {
-        return Error::e_explain(ErrorType::InternalError, "no identity decided");
-    };
+/// Remove and add the identity headers on the upstream request.
+pub fn apply(id: &Identity, req: &mut RequestHeader) -> Result<()> {
     // The added names go too: the head may be rewritten more than once (a replay).
     for name in id.remove.iter().chain(id.add.iter().map(|(n, _)| n)) {
         req.remove_header(name.as_str());

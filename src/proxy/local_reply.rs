@@ -4,7 +4,7 @@
 //! [`Failure`] on the way to the upstream.
 
 use super::status::{Status, StatusFormat};
-use crate::negotiate::{Failure, Format, LocalReply};
+use crate::negotiate::{Failure, Format, LocalReply, Reply};
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
@@ -42,7 +42,11 @@ pub fn format_label(r: &LocalReply) -> &'static str {
 
 /// Write a complete reply to the client (the caller has set the connection's reuse). A
 /// reply while the request body is still unread says `Connection: close`: see [`linger`].
-pub async fn write(session: &mut Session, reply: &LocalReply, retry_after: bool) -> Result<()> {
+pub async fn write(session: &mut Session, reply: &Reply) -> Result<()> {
+    let Reply {
+        status: reply,
+        retry_after,
+    } = reply;
     if !session.is_body_done() {
         session.set_keepalive(None);
     }
@@ -52,7 +56,7 @@ pub async fn write(session: &mut Session, reply: &LocalReply, retry_after: bool)
     resp.insert_header("Content-Type", content_type)?;
     resp.insert_header("Cache-Control", "no-cache, private")?;
     resp.insert_header("Content-Length", body.len().to_string())?;
-    if retry_after {
+    if *retry_after {
         resp.insert_header("Retry-After", "1")?;
     }
     session.write_response_header(Box::new(resp), false).await?;
@@ -173,6 +177,18 @@ pub fn refused(e: &Error) -> bool {
 
 /// Whether pingora's error is the upstream ending a response whose head had already
 /// arrived (`answered`): a reset, a closed connection or a read error in the body.
+/// One line per upstream failure, in an operator's words; pingora's own account at
+/// debug level.
+pub fn log_upstream_failure(e: &Error) {
+    tracing::warn!(
+        target: "cborgate::proxy",
+        reason = %upstream_failure_words(e.etype(), &e.to_string()),
+        kind = e.etype().as_str(),
+        "upstream request failed"
+    );
+    tracing::debug!(target: "cborgate::proxy", error = %e, "upstream request failed");
+}
+
 pub fn cut_short(e: &Error, answered: bool) -> bool {
     answered && e.esource() == &pingora::ErrorSource::Upstream
 }

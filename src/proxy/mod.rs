@@ -12,13 +12,16 @@
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
 //! - [`buffers`]: response chunk buffers, reused;
 //! - [`body`]: the codec driven over one body;
-//! - [`identity`]: who the request is, and its identity headers upstream.
+//! - [`identity`]: who the request is, and its identity headers upstream;
+//! - [`hold`]: answers to clients with old CBOR limits, held until their width is known.
 //!
 //! Admission is [`crate::limits::admission`].
 
 pub mod body;
 pub mod buffers;
 pub mod capabilities;
+pub mod exchange;
+pub mod hold;
 pub mod identity;
 pub mod local_reply;
 pub mod replay;
@@ -30,21 +33,23 @@ pub mod upstream;
 use crate::config::Config;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
-use crate::negotiate::local::Reply;
+use crate::negotiate::response::drain_ends_cleanly;
 use crate::negotiate::{
-    plan_with, Failure, LocalReply, Plan, RequestHead, RequestLimits, UpstreamMode,
+    plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
+    RequestLimits, UpstreamMode,
 };
+use crate::ops::metrics::{count_refusal, Origin, ResourceLabels};
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
+pub use exchange::Exchange;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use transcode::CodecSettings;
-pub use transcode::Exchange;
 use upstream::Upstream;
 
 /// The proxy.
@@ -58,6 +63,7 @@ pub struct Gate {
     budget: Arc<BodyBudget>,
     codecs: CodecSettings,
     identity_headers: crate::negotiate::identity::HeaderNames,
+    hold: hold::Hold,
 }
 
 /// Join every value of a header with ", " (RFC 9110 list semantics).
@@ -93,12 +99,7 @@ impl Gate {
         admission: Arc<Admission>,
         budget: Arc<BodyBudget>,
     ) -> Self {
-        let mode = match config.upstream.mode {
-            crate::config::Mode::Auto => UpstreamMode::Auto,
-            crate::config::Mode::Legacy => UpstreamMode::Legacy,
-            crate::config::Mode::Native => UpstreamMode::Native,
-            crate::config::Mode::Upgrade => UpstreamMode::Upgrade,
-        };
+        let mode = config.upstream.mode;
         let caps = Arc::new(Capabilities::new(Duration::from_secs(
             config.upstream.capability_ttl_seconds,
         )));
@@ -106,16 +107,18 @@ impl Gate {
             buffers: Arc::default(),
             transcoders: Arc::default(),
             window: config.codec.window_bytes,
-            strings: config.string_mode(),
+            strings: config.codec.strings,
             limits: config.codec_limits(),
             request: RequestLimits {
                 max_header_bytes: config.server.max_header_bytes,
                 max_request_body: config.codec.max_request_body_bytes as u64,
                 max_upstream_body: config.upstream.max_request_body_bytes,
             },
+            labels: Arc::new(ResourceLabels::new(config.metrics.max_resources)),
         };
         Gate {
             identity_headers: config.identity_headers(),
+            hold: hold::Hold::new(&config),
             config,
             upstream,
             mode,
@@ -156,6 +159,14 @@ impl Gate {
         (p, request_head_bytes(req), declared_len)
     }
 
+    /// The in-flight limit of an admission class.
+    fn limit(&self, class: AdmissionClass) -> usize {
+        match class {
+            AdmissionClass::Short => self.config.server.max_requests_inflight,
+            AdmissionClass::LongRunning => self.config.server.max_long_running_requests,
+        }
+    }
+
     /// How the client connection is reused after this response: closed after SIGTERM, so
     /// clients move to another replica before the listener closes; otherwise kept alive
     /// (when the client allows it) for `server.idle_timeout_seconds` of idleness.
@@ -167,79 +178,66 @@ impl Gate {
         }
     }
 
-    /// A watch the drain ended (`ending`): its head is out, and a watch's stream has an
-    /// end of its own that clients take as "watch again". Not a log or proxy response
-    /// (long-running too), whose cut body must not be made to look complete, nor an
-    /// upgraded connection, which just closes.
-    fn ended_by_drain(&self, session: &Session, ex: &Exchange) -> bool {
-        self.admission.long_running_ending()
-            && ex.plan.as_ref().is_some_and(|p| p.is_watch())
-            && ex.upgrade.is_none()
-            && session.response_written().is_some()
-    }
-
-    /// Answer from `request_filter`, without the upstream. `Ok(true)`: the response is done.
-    async fn reply(
-        &self,
-        session: &mut Session,
-        ex: &mut Exchange,
-        plan: Plan,
-        reply: &LocalReply,
-        retry_after: bool,
-    ) -> Result<bool> {
-        ex.plan = Some(plan);
-        self.answer(session, ex, reply, retry_after, true).await?;
-        Ok(true)
-    }
-
     /// Record `reply` as the request's answer and write it, with the connection's reuse
-    /// set as for any response; `reusable`: pingora may serve another request on this
-    /// connection afterwards (otherwise the answer says `Connection: close`, as it will be).
+    /// set as for any response; `after`: whether pingora may serve another request on
+    /// this connection afterwards (otherwise the answer says `Connection: close`, as it
+    /// will be).
     async fn answer(
         &self,
         session: &mut Session,
         ex: &mut Exchange,
-        reply: &LocalReply,
-        retry_after: bool,
-        reusable: bool,
+        reply: &Reply,
+        after: Connection,
     ) -> Result<()> {
         ex.answered(reply);
         self.connection_reuse(session);
-        if !reusable {
+        if after == Connection::Close {
             session.set_keepalive(None);
         }
-        self.write_reply(session, reply, retry_after).await
-    }
-
-    /// Read a body that is checked and transcoded before anything goes upstream, whole,
-    /// piece by piece (each read held to `server.request_read_timeout_seconds`). `Some`:
-    /// the answer instead (413, 411, 429 or 400), with nothing sent upstream.
-    async fn read_body(&self, session: &mut Session, ex: &mut Exchange) -> Result<Option<Reply>> {
-        while let Some(keep_tail) = ex.reading_body() {
-            if keep_tail {
-                session.as_mut().enable_retry_buffering();
-            }
-            let piece = session.read_request_body().await?;
-            if let Err(reply) = ex.read_body(piece.as_deref(), self.codecs.request, &self.budget) {
-                return Ok(Some(reply));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Write a local reply, then read and discard what is left of the request body
-    /// (bounded: [`local_reply::linger`]), so the client gets the reply, not a reset.
-    async fn write_reply(
-        &self,
-        session: &mut Session,
-        reply: &LocalReply,
-        retry_after: bool,
-    ) -> Result<()> {
-        local_reply::write(session, reply, retry_after).await?;
+        local_reply::write(session, reply).await?;
         let max_bytes =
             (self.codecs.request.max_request_body).saturating_add(local_reply::LINGER_SLACK_BYTES);
         local_reply::linger(session, max_bytes).await;
         Ok(())
+    }
+
+    /// Read a body that is checked and transcoded before anything goes upstream, whole,
+    /// piece by piece (each read held to `server.request_read_timeout_seconds`), as
+    /// [`Plan::intake`] says. `Some`: the answer instead (413, 411, 429 or 400), with
+    /// nothing sent upstream.
+    async fn read_body(&self, session: &mut Session, ex: &mut Exchange) -> Result<Option<Reply>> {
+        loop {
+            match ex.body_intake()? {
+                Intake::Read { keep_tail } => {
+                    if keep_tail {
+                        session.as_mut().enable_retry_buffering();
+                    }
+                    let piece = session.read_request_body().await?;
+                    ex.take_body_piece(piece.as_deref(), &self.codecs, &self.budget)?;
+                }
+                Intake::Whole => return Ok(None),
+                Intake::Refuse(reply) => return Ok(Some(reply)),
+            }
+        }
+    }
+}
+
+/// Whether pingora may serve another request on the client connection after a local
+/// answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Connection {
+    Reusable,
+    Close,
+}
+
+/// How the client's connection frames a response body.
+fn framing(session: &Session) -> ClientFraming {
+    if session.is_http2() {
+        ClientFraming::Http2
+    } else if session.req_header().version == http::Version::HTTP_11 {
+        ClientFraming::Http11
+    } else {
+        ClientFraming::Http10
     }
 }
 
@@ -247,9 +245,7 @@ impl Gate {
 /// the whole events already transcoded, then the end of the body (the terminating
 /// chunk on HTTP/1.1, `END_STREAM` on HTTP/2), so the client re-establishes it at once.
 async fn end_cleanly(session: &mut Session, ex: &mut Exchange) -> FailToProxy {
-    ex.ended_by_drain = true;
-    let unsent = ex.unsent.take();
-    let ended = match unsent {
+    let ended = match ex.ended_by_drain() {
         Some(b) => session.write_response_body(Some(b), false).await,
         None => Ok(()),
     };
@@ -281,40 +277,39 @@ impl ProxyHttp for Gate {
 
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
         let who = identity::decide(session, &self.identity_headers);
-        ex.pool = identity::pool_of(session, &who);
-        ex.identity = Some(who);
-        let (p, head_bytes, declared_len) = self.plan(session);
-        let limits = self.codecs.request;
-        if let Some(r) = ex.identity.as_ref().and_then(|id| id.refusal(&p)) {
-            return self.reply(session, ex, p, &r, false).await;
-        }
-        if let Some(r) = p.head_refusal(head_bytes, limits) {
-            return self.reply(session, ex, p, &r, false).await;
-        }
-        let server = &self.config.server;
-        let limit = match p.long_running {
-            true => server.max_long_running_requests,
-            false => server.max_requests_inflight,
+        let pool = identity::pool_of(session, &who);
+        let (plan, head_bytes, declared_len) = self.plan(session);
+        let user_agent = session.req_header().headers.get("user-agent");
+        let user_agent = user_agent.and_then(|v| v.to_str().ok());
+        let labels = self.codecs.labels.request(&plan.route, user_agent);
+        let facts = HeadFacts {
+            identity: &who,
+            head_bytes,
+            declared_len,
+            limits: self.codecs.request,
         };
-        let Ok(slot) = self.admission.admit(p.long_running, limit) else {
-            let (r, retry) = p.too_many_requests();
-            return self.reply(session, ex, p, &r, retry).await;
+        let mut slot = None;
+        let refusal = plan.judge_head(facts, |class| {
+            let long_running = class == AdmissionClass::LongRunning;
+            slot = self.admission.admit(long_running, self.limit(class)).ok();
+            slot.is_some()
+        });
+        ex.plan(plan, who, pool, labels, slot, declared_len);
+        let reply = match refusal {
+            Some(r) => {
+                count_refusal(r.reply.status.code, Origin::Proxy, Some(labels));
+                Some(r.reply)
+            }
+            None => self.read_body(session, ex).await?,
         };
-        if let Some(r) = p
-            .reply
-            .clone()
-            .or_else(|| p.body_refusal(declared_len, limits))
-        {
-            request_log::count_refusal(r.code, "proxy");
-            ex.admitted = Some(slot);
-            return self.reply(session, ex, p, &r, false).await;
+        match reply {
+            Some(r) => {
+                self.answer(session, ex, &r, Connection::Reusable).await?;
+                Ok(true)
+            }
+            None if self.hold.protect(session, ex) => hold::serve(self, session, ex).await,
+            None => Ok(false),
         }
-        ex.begin(p, slot, declared_len, &self.codecs);
-        if let Some((r, retry_after)) = self.read_body(session, ex).await? {
-            self.answer(session, ex, &r, retry_after, true).await?;
-            return Ok(true);
-        }
-        Ok(false)
     }
 
     async fn upstream_peer(
@@ -322,26 +317,21 @@ impl ProxyHttp for Gate {
         _session: &mut Session,
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
-        let long_running = ex.plan.as_ref().is_some_and(|p| p.long_running);
-        let http1_only = ex.plan.as_ref().is_none_or(|p| p.needs_http1())
-            || ex.pool.http1_only(ex.refused_retries);
-        let cert = ex.identity.as_ref().is_some_and(|id| id.upstream_cert);
-        ex.upstream_started = Some(Instant::now());
-        match self.upstream.resolver.resolve().await {
-            Ok(addr) => {
-                let mut peer = self.upstream.peer(addr, long_running, cert, ex.pool);
-                let h2 = self.upstream.choose_http_version(&mut peer, http1_only);
-                // A retry gives back the turn it held before it waits for the next.
-                ex.connect_turn = None;
-                ex.connect_turn = self.upstream.connect_turn(h2).await;
-                Ok(peer)
-            }
-            Err(why) => {
-                let failure = Failure::Unresolved(why.clone());
-                ex.local_error = ex.plan.as_ref().and_then(|p| p.failure_reply(&failure));
-                Err(Error::explain(ErrorType::ConnectError, why))
-            }
-        }
+        let choice = ex.peer_choice()?;
+        let addr = self.upstream.resolver.resolve().await.map_err(|why| {
+            ex.unresolved(why.clone());
+            Error::explain(ErrorType::ConnectError, why)
+        })?;
+        let mut peer = self
+            .upstream
+            .peer(addr, choice.long_running, choice.cert, choice.pool);
+        let h2 = self
+            .upstream
+            .choose_http_version(&mut peer, choice.http1_only);
+        // A retry gives back the turn it held before it waits for the next.
+        ex.connect_turn(None);
+        ex.connect_turn(self.upstream.connect_turn(h2).await);
+        Ok(peer)
     }
 
     async fn connected_to_upstream(
@@ -354,14 +344,7 @@ impl ProxyHttp for Gate {
         _digest: Option<&pingora::protocols::Digest>,
         ex: &mut Exchange,
     ) -> Result<()> {
-        ex.connect_turn = None;
-        if ex.plan.as_ref().is_some_and(|p| p.long_running) {
-            // Held for the drain, which ends long-running requests through it.
-            match crate::limits::admission::dup_socket(fd) {
-                Ok(s) => ex.upstream_socket = Some(self.admission.hold_upstream(s)),
-                Err(e) => tracing::warn!(error = %e, "a watch cannot be ended cleanly at shutdown"),
-            }
-        }
+        ex.connected(fd, &self.admission);
         Ok(())
     }
 
@@ -372,7 +355,7 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
         e: Box<Error>,
     ) -> Box<Error> {
-        ex.connect_turn = None;
+        ex.connect_turn(None);
         e
     }
 
@@ -383,7 +366,6 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> Result<()> {
         ex.rewrite_upstream_request(req)?;
-        identity::apply(ex.identity.as_ref(), req)?;
         identity::forward(session, self.config.server.forwarded_for, req)?;
         self.upstream.rewrite_host(req)
     }
@@ -395,8 +377,7 @@ impl ProxyHttp for Gate {
         end_of_stream: bool,
         ex: &mut Exchange,
     ) -> Result<()> {
-        ex.request_body(body, end_of_stream);
-        Ok(())
+        ex.request_body(body, end_of_stream)
     }
 
     async fn upstream_response_filter(
@@ -405,19 +386,17 @@ impl ProxyHttp for Gate {
         resp: &mut ResponseHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
-        let decision = ex.decide_response(resp);
+        let decision = ex.decide_response(resp)?;
+        hold::on_head(ex)?;
         if let Some(support) = ex.cbor_support(resp) {
             self.upstream.readiness.record_cbor(support);
         }
-        if let (Some(learned), Some(key)) = (
-            decision.and_then(|d| d.learned),
-            ex.plan.as_ref().and_then(|p| p.capability_key()),
-        ) {
+        if let Some((key, learned)) = ex.learned() {
             self.caps.learn(key, learned);
         }
-        match decision {
-            Some(d) if d.replay => Err(replay::start(ex, &self.codecs, &self.budget)),
-            _ => Ok(()),
+        match decision.replay {
+            true => Err(replay::start(ex, &self.codecs, &self.budget)),
+            false => Ok(()),
         }
     }
 
@@ -440,12 +419,10 @@ impl ProxyHttp for Gate {
         resp: &mut ResponseHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
-        ex.status = resp.status.as_u16();
-        ex.note_upstream_time();
+        let upgrade = session.req_header().headers.get("upgrade");
+        ex.upstream_answered(resp.status.as_u16(), upgrade.and_then(|v| v.to_str().ok()));
         self.connection_reuse(session);
-        request_log::count_response(session, ex, ex.status);
-        let chunked = !session.is_http2() && session.req_header().version == http::Version::HTTP_11;
-        ex.relabel_response(resp, chunked, &self.codecs)
+        ex.relabel_response(resp, framing(session), &self.codecs)
     }
 
     fn response_body_filter(
@@ -486,7 +463,7 @@ impl ProxyHttp for Gate {
         // `cborgate_fallbacks_total`), and so is sending again a request the upstream
         // refused unprocessed (counted in `cborgate_upstream_retries_total`; docs/wire.md
         // §5a): neither is something to warn about.
-        replay::is_replay(ex, e) || local_reply::refused(e)
+        ex.is_replay(e) || local_reply::refused(e)
     }
 
     async fn fail_to_proxy(
@@ -496,47 +473,20 @@ impl ProxyHttp for Gate {
         ex: &mut Exchange,
     ) -> FailToProxy {
         ex.note_upstream_time();
-        if self.ended_by_drain(session, ex) {
+        let head_sent = session.response_written().is_some();
+        let draining = self.admission.long_running_ending();
+        if drain_ends_cleanly(draining, ex.is_watch_stream(), head_sent) {
             return end_cleanly(session, ex).await;
         }
-        let answered = ex.status != 0;
-        let mut unanswered = None;
-        let reply = ex.local_error.take().or_else(|| {
-            let failure = local_reply::failure_of(e, answered)?;
-            // One line per upstream failure, in an operator's words; pingora's own
-            // account at debug level.
-            tracing::warn!(
-                reason = %local_reply::upstream_failure_words(e.etype(), &e.to_string()),
-                kind = e.etype().as_str(),
-                "upstream request failed"
-            );
-            tracing::debug!(error = %e, "upstream request failed");
-            let p = ex.plan.as_ref()?;
-            let reply = p.failure_reply(&failure);
-            if reply.is_none() {
-                unanswered = Some(p.unanswered_failure(&failure));
-            }
-            reply
-        });
-        if let (Some((code, reason)), None) = (unanswered, session.response_written()) {
-            // Counted and logged as the upstream failure it is, not as a client that left.
-            ex.unanswered(code, reason);
-        }
-        if local_reply::cut_short(e, answered) && session.response_written().is_some() {
-            // The status the client got stays; the line says what cut its response short.
-            ex.reason = Some(Plan::CUT_SHORT.to_string());
-        }
-        let mut code = 0;
-        if let Some((reply, retry_after)) = reply {
-            if session.response_written().is_none() {
-                code = reply.code;
-                // pingora closes the connection after a failed proxy attempt: say so.
-                if let Err(we) = self.answer(session, ex, &reply, retry_after, false).await {
-                    tracing::debug!(error = %we, "could not write the error response");
-                }
+        let reply = ex.failed(e, head_sent);
+        let error_code = reply.as_ref().map_or(0, |r| r.status.code);
+        if let Some(r) = reply {
+            // pingora closes the connection after a failed proxy attempt: say so.
+            if let Err(we) = self.answer(session, ex, &r, Connection::Close).await {
+                tracing::debug!(error = %we, "could not write the error response");
             }
         }
-        if let (Some(unsent), Some(_)) = (ex.unsent.take(), session.response_written()) {
+        if let Some(unsent) = ex.take_unsent().filter(|_| head_sent) {
             // The watch events transcoded before a malformed one: the client gets them,
             // then the stream ends abnormally (no end chunk).
             if let Err(we) = session.write_response_body(Some(unsent), false).await {
@@ -544,7 +494,7 @@ impl ProxyHttp for Gate {
             }
         }
         FailToProxy {
-            error_code: code,
+            error_code,
             can_reuse_downstream: false,
         }
     }

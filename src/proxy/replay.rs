@@ -11,10 +11,10 @@
 //! idempotent requests, and a request the upstream refused unprocessed, which is sent
 //! again whatever its method (docs/wire.md §5a).
 
-use super::transcode::{CodecSettings, Exchange};
+use super::exchange::{Exchange, RetryFacts};
+use super::transcode::CodecSettings;
 use crate::limits::budget::BodyBudget;
-use crate::negotiate::pool::{retry, Attempt};
-use crate::ops::metrics::metrics;
+use crate::ops::metrics::{count_refusal, metrics, Origin, RequestLabels};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
@@ -23,18 +23,18 @@ use std::sync::Arc;
 /// other decision's): count it, get the JSON body ready, and return the error that
 /// makes pingora send the request again.
 pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> Box<Error> {
-    super::request_log::count_refusal(415, "upstream");
+    let labels = ex.labels();
+    count_refusal(415, Origin::Upstream, labels);
+    let [group, resource, client] = RequestLabels::values(labels);
     metrics()
         .fallbacks_total
-        .with_label_values(&["unsupported_media_type"])
+        .with_label_values(&["unsupported_media_type", group, resource, client])
         .inc();
     if let Err(reply) = ex.start_replay(s, budget) {
         // The CBOR that went first does not make a JSON body the upstream takes: the
         // client gets that answer (not retried: see `decide_retry`).
-        let code = reply.0.code;
-        ex.local_error = Some(reply);
         return Error::explain(
-            ErrorType::HTTPStatus(code),
+            ErrorType::HTTPStatus(reply.status.code),
             "the body cannot be replayed as JSON",
         );
     }
@@ -44,48 +44,28 @@ pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> 
     )
 }
 
-/// Whether pingora retries after `e`: the replay once, with the whole body still
-/// kept; otherwise as [`crate::negotiate::pool::retry`] decides, from pingora's own
-/// rule (idempotent requests whose body was kept, on a fresh connection when the failed
-/// one was reused) and whether the upstream refused the request unprocessed (then any
-/// method, once). A retry is counted in `cborgate_upstream_retries_total`.
+/// Whether pingora retries after `e`, as [`crate::negotiate::pool::retry`] decides: the
+/// replay once, with the whole body still kept; pingora's own rule (idempotent requests
+/// whose body was kept, on a fresh connection when the failed one was reused); a request
+/// the upstream refused unprocessed (then any method, once). A retry other than the
+/// replay is counted in `cborgate_upstream_retries_total`.
 pub fn decide_retry(e: &mut Error, ex: &mut Exchange, session: &Session, client_reused: bool) {
-    let truncated = session.as_ref().retry_buffer_truncated();
-    if ex.local_error.is_some() {
-        // cborgate answers this one itself (a replay whose body cannot go as JSON).
-        e.set_retry(false);
-        return;
-    }
-    if is_replay(ex, e) {
-        e.set_retry(!truncated);
-        return;
-    }
     e.retry.decide_reuse(client_reused);
-    let refused = super::local_reply::refused(e);
-    let attempt = Attempt {
+    let facts = RetryFacts {
         idempotent: session.req_header().method.is_idempotent(),
-        body_kept: !truncated,
+        body_kept: !session.as_ref().retry_buffer_truncated(),
         answered: session.response_written().is_some(),
-        refused,
+        refused: super::local_reply::refused(e),
         transport: e.retry(),
-        refused_retries: ex.refused_retries,
+        replay_signal: matches!(e.etype(), ErrorType::HTTPStatus(415)),
     };
-    let again = retry(&attempt);
-    e.set_retry(again);
-    if again {
-        if refused {
-            ex.refused_retries += 1;
-        }
-        let reason = if refused { "refused" } else { "connection" };
+    let again = ex.retry(facts);
+    e.set_retry(again.is_some());
+    if let Some(reason) = again.and_then(|r| r.label()) {
         tracing::debug!(reason, error = %e, "sending the request upstream again");
         metrics()
             .upstream_retries_total
             .with_label_values(&[reason])
             .inc();
     }
-}
-
-/// The error is the replay's own signal, not a failure worth a log line.
-pub fn is_replay(ex: &Exchange, e: &Error) -> bool {
-    ex.replay && matches!(e.etype(), ErrorType::HTTPStatus(415))
 }

@@ -1,10 +1,8 @@
-//! What each request leaves behind: the gauges it held given back, the
-//! counters its response head moves (upgrades, upstream 415s and 406s),
-//! `cborgate_requests_total` and the duration histogram, and its one log line
-//! (docs/surface.md "Logs").
+//! What each request leaves behind: `cborgate_requests_total` and the duration histogram, its one log line
+//! (docs/surface.md "Logs"), and what it held given back.
 
-use super::transcode::Exchange;
-use crate::ops::metrics::metrics;
+use super::exchange::Exchange;
+use crate::ops::metrics::{metrics, RequestLabels};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::time::Duration;
@@ -19,72 +17,26 @@ fn ms(d: Duration) -> f64 {
     d.as_micros() as f64 / 1000.0
 }
 
-/// Count what the upstream's response head says.
-pub fn count_response(session: &Session, ex: &mut Exchange, status: u16) {
-    let m = metrics();
-    match status {
-        101 => {
-            let proto = session
-                .req_header()
-                .headers
-                .get("upgrade")
-                .and_then(|v| v.to_str().ok())
-                .map(|v| v.to_ascii_lowercase());
-            let label = match proto.as_deref() {
-                Some(p) if p.starts_with("spdy") => "spdy",
-                Some("websocket") => "websocket",
-                _ => "other",
-            };
-            m.upgrades_active.with_label_values(&[label]).inc();
-            ex.upgrade = Some(label);
-        }
-        code => count_refusal(code, "upstream"),
-    }
-}
-
-/// Count a 415 or 406 (any other code is not counted here) by its `origin`:
-/// `proxy`, answered by cborgate from the request head, or `upstream`.
-pub fn count_refusal(code: u16, origin: &str) {
-    let m = metrics();
-    match code {
-        415 => m
-            .unsupported_media_type_total
-            .with_label_values(&[origin])
-            .inc(),
-        406 => m.not_acceptable_total.with_label_values(&[origin]).inc(),
-        _ => {}
-    }
-}
-
-/// The request is over: give back what it held, count it, and write its line.
+/// The request is over: count it, write its line, and give back what it held.
 pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     let m = metrics();
-    if std::mem::take(&mut ex.watch_counted) {
-        m.watch_streams_active.dec();
-    }
-    if let Some(label) = ex.upgrade.take() {
-        m.upgrades_active.with_label_values(&[label]).dec();
-    }
-    let code = match (ex.status, session.response_written()) {
-        (0, Some(r)) => r.status.as_u16(),
-        (0, None) => CLIENT_CLOSED,
-        (c, _) => c,
-    };
-    let (verb, req_fmt, resp_fmt) = match ex.plan.as_ref() {
-        Some(p) => (
-            p.verb,
-            p.request_format.as_str(),
-            ex.format.unwrap_or_else(|| p.unanswered_format()),
-        ),
-        None => ("OTHER", "none", "none"),
-    };
+    let r = ex.record(session.response_written().map(|h| h.status.as_u16()));
+    let code = r.status.unwrap_or(CLIENT_CLOSED);
+    let [group, resource, client] = RequestLabels::values(ex.labels());
     m.requests_total
-        .with_label_values(&[verb, code_label(code, &mut [0; 5]), req_fmt, resp_fmt])
+        .with_label_values(&[
+            r.verb,
+            code_label(code, &mut [0; 5]),
+            r.request_format,
+            r.response_format,
+            group,
+            resource,
+            client,
+        ])
         .inc();
-    let elapsed = ex.started.elapsed();
     m.request_duration_seconds
-        .with_label_values(&[verb, resp_fmt])
-        .observe(elapsed.as_secs_f64());
+        .with_label_values(&[r.verb, r.response_format])
+        .observe(r.elapsed.as_secs_f64());
     let req = session.req_header();
     let user_agent = req
         .headers
@@ -93,36 +45,30 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     // pingora's error type, where it says more than the status and reason do.
     // A response the drain ended has none: its end was clean.
     let error = e
-        .filter(|e| !ex.ended_by_drain && !matches!(e.etype(), ErrorType::HTTPStatus(_)))
+        .filter(|e| !r.ended_by_drain && !matches!(e.etype(), ErrorType::HTTPStatus(_)))
         .map(|e| e.etype().as_str());
-    let ended = ex.ended_by_drain.then_some("shutdown");
-    let (auth, user) = match &ex.identity {
-        Some(id) => (id.method.as_str(), id.user.as_deref()),
-        None => ("none", None),
-    };
+    let ended = r.ended_by_drain.then_some("shutdown");
     tracing::info!(
         target: "cborgate::proxy",
         method = %req.method,
         path = %req.uri.path(),
         status = code,
-        verb,
-        request_format = req_fmt,
-        response_format = resp_fmt,
-        upstream_ms = ms(ex.upstream_time.unwrap_or_default()),
-        codec_ms = ms(ex.codec_time()),
-        total_ms = ms(elapsed),
+        verb = r.verb,
+        request_format = r.request_format,
+        response_format = r.response_format,
+        upstream_ms = ms(r.upstream_time),
+        codec_ms = ms(r.codec_time),
+        total_ms = ms(r.elapsed),
         client = session.client_addr().map(tracing::field::display),
         user_agent = user_agent.as_deref(),
-        auth,
-        user,
+        auth = r.auth,
+        user = r.user,
         error,
-        reason = ex.reason.as_deref(),
+        reason = r.reason,
         ended,
         "request"
     );
-    // The admission slot goes last: the drain exits once none is held, and the
-    // request's line must be written by then.
-    ex.admitted.take();
+    ex.release();
 }
 
 /// The `code` label, the status in decimal, written into `buf` rather than a `String`

@@ -4,8 +4,8 @@
 
 use crate::support::bodies::same;
 use cborgate::codec::{
-    cbor_to_json, json_to_cbor, CborToJson, CborToJsonOptions, JsonToCbor, JsonToCborOptions, Scan,
-    StringMode,
+    cbor_to_json, json_to_cbor, Breadth, BreadthScanner, CborToJson, CborToJsonOptions, JsonToCbor,
+    JsonToCborOptions, Scan, StringMode,
 };
 use proptest::prelude::*;
 use serde_json::Value;
@@ -424,5 +424,56 @@ fn scanner_levels_agree_on_mutated_corpus() {
                 other => panic!("{level:?}: outcomes differ: {other:?}"),
             }
         }
+    }
+}
+
+/// The widest array (elements) or object (pairs) of a document: the breadth
+/// scanner's oracle, from the tree.
+fn widest(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a.iter().map(widest).fold(a.len(), usize::max),
+        Value::Object(m) => m.values().map(widest).fold(m.len(), usize::max),
+        _ => 0,
+    }
+}
+
+/// The breadth scanner's verdict and offset, fed in pieces cut at `cuts`.
+fn breadth_chunked(input: &[u8], cuts: &[usize], limit: u64, depth: usize) -> (Breadth, u64) {
+    let mut s = BreadthScanner::new(limit, depth);
+    for w in cuts.windows(2) {
+        s.feed(&input[w[0]..w[1]]);
+    }
+    (s.verdict(), s.offset())
+}
+
+proptest! {
+    #[test]
+    fn breadth_matches_the_tree_and_never_depends_on_the_cuts(
+        v in arb_json(),
+        seeds in prop::collection::vec(any::<usize>(), 0..40),
+        limit in 0u64..9,
+        pretty in any::<bool>(),
+    ) {
+        let json = if pretty { serde_json::to_vec_pretty(&v).unwrap() } else { serde_json::to_vec(&v).unwrap() };
+        let whole = breadth_chunked(&json, &[0, json.len()], limit, 64);
+        let want = if widest(&v) as u64 > limit { Breadth::Over } else { Breadth::Within };
+        prop_assert_eq!(whole.0, want);
+        prop_assert_eq!(breadth_chunked(&json, &cuts(json.len(), &seeds), limit, 64), whole);
+        let bytes: Vec<usize> = (0..=json.len()).collect();
+        prop_assert_eq!(breadth_chunked(&json, &bytes, limit, 64), whole);
+    }
+
+    #[test]
+    fn breadth_of_any_bytes_never_depends_on_the_cuts(
+        input in prop::collection::vec(prop_oneof![
+            Just(b'['), Just(b']'), Just(b'{'), Just(b'}'), Just(b','), Just(b'"'),
+            Just(b'\\'), Just(b':'), Just(b' '), Just(b'1'), any::<u8>(),
+        ], 0..200),
+        seeds in prop::collection::vec(any::<usize>(), 0..40),
+        limit in 0u64..5,
+        depth in 1usize..6,
+    ) {
+        let whole = breadth_chunked(&input, &[0, input.len()], limit, depth);
+        prop_assert_eq!(breadth_chunked(&input, &cuts(input.len(), &seeds), limit, depth), whole);
     }
 }

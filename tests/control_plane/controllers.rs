@@ -366,7 +366,8 @@ fn audit_identity(s: &mut Suite) {
 }
 
 /// cborgate's metrics: CBOR request bodies, CBOR responses and CBOR watch events
-/// went through; no transcode error and no 5xx.
+/// went through, counted under the controllers' own client families and real
+/// resources; no transcode error and no 5xx.
 fn metrics_show_cbor(s: &mut Suite) {
     let m = s.gate.metrics();
     let sum = |name: &str, f: &dyn Fn(&str) -> bool| -> f64 {
@@ -387,6 +388,40 @@ fn metrics_show_cbor(s: &mut Suite) {
     let errors = sum("cborgate_transcode_errors_total", &|_| true);
     let server_errors = sum("cborgate_requests_total", &|l| l.contains("code=\"5"));
     eprintln!("metrics: {cbor_in} CBOR request bodies, {cbor_out} CBOR responses, {events} CBOR watch events, {errors} transcode errors, {server_errors} 5xx");
+    // The client and resource labels (docs/wire.md §6) name the real components by their
+    // User-Agent. kube-controller-manager 1.36.2 with the CBOR client gates on sends its
+    // server-side apply bodies (clusterroles, servicecidrs) in CBOR and reads built-in
+    // kinds in protobuf; kube-scheduler sends protobuf and JSON patches (observed here).
+    let requests = |client: &str, f: &dyn Fn(&str) -> bool| {
+        let label = format!("client=\"{client}\"");
+        sum("cborgate_requests_total", &|l| l.contains(&label) && f(l))
+    };
+    let all_lines = || {
+        m.lines()
+            .filter(|l| l.starts_with("cborgate_requests_total{"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let kcm_cbor = requests("kube-controller-manager", &|l| {
+        l.contains("request_format=\"cbor\"") && l.contains("verb=\"APPLY\"")
+    });
+    assert!(
+        kcm_cbor > 0.0,
+        "no CBOR apply by kube-controller-manager:\n{}",
+        all_lines()
+    );
+    assert!(
+        requests("kube-scheduler", &|_| true) > 0.0,
+        "no kube-scheduler:\n{}",
+        all_lines()
+    );
+    let resource_bytes = sum("cborgate_codec_bytes_total", &|l| {
+        !l.contains("resource=\"(")
+    });
+    assert!(
+        resource_bytes > 0.0,
+        "no codec bytes under a resource of its own"
+    );
     assert!(cbor_in > 0.0, "no CBOR request body went through");
     assert!(cbor_out > 0.0, "no CBOR response went through");
     assert!(events > 0.0, "no CBOR watch event went through");

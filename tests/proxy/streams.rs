@@ -476,7 +476,7 @@ impl SeqReader {
 
 const GZ_NS: &str = "/api/v1/namespaces/gz/configmaps";
 
-fn gunzip(wire: &[u8]) -> Vec<u8> {
+pub fn gunzip(wire: &[u8]) -> Vec<u8> {
     use std::io::Read;
     let mut plain = Vec::new();
     flate2::read::GzDecoder::new(wire)
@@ -485,7 +485,7 @@ fn gunzip(wire: &[u8]) -> Vec<u8> {
     plain
 }
 
-fn cbor_value(cbor: &[u8]) -> Value {
+pub fn cbor_value(cbor: &[u8]) -> Value {
     let json = cbor_to_json(cbor, CborToJsonOptions::default()).expect("CBOR");
     serde_json::from_slice(&json).unwrap()
 }

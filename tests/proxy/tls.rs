@@ -115,14 +115,18 @@ async fn h2_get(
         resp.headers().get("transfer-encoding").is_none(),
         "no chunked framing on HTTP/2"
     );
-    let mut body = resp.into_body();
+    (status, ct, h2_body(resp.into_body()).await)
+}
+
+/// An HTTP/2 response body, read whole.
+pub async fn h2_body(mut body: h2::RecvStream) -> Vec<u8> {
     let mut data = Vec::new();
     while let Some(chunk) = body.data().await {
         let chunk = chunk.unwrap();
         let _ = body.flow_control().release_capacity(chunk.len());
         data.extend_from_slice(&chunk);
     }
-    (status, ct, data)
+    data
 }
 
 /// cborgate in legacy mode with a TLS listener (HTTP/2 and HTTP/1.1), and its PKI.

@@ -291,4 +291,5 @@ pub mod bodies;
 pub mod harness;
 pub mod http;
 pub mod pki;
+pub mod promql;
 pub mod scenario;

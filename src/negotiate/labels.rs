@@ -1,0 +1,174 @@
+//! The labels a request's metrics carry besides verb, code and formats (docs/wire.md §6):
+//! the API group and resource its route addresses, and its client family. Pure and total,
+//! and bounded by construction: the client is one of [`ClientFamily::ALL`]; a route that
+//! addresses no resource gets one of a few fixed values; a resource route gets its own
+//! group and resource only when both are names an apiserver can serve, and then only up
+//! to a cap the caller keeps (`ops::metrics::ResourceLabels`), beyond which it is
+//! [`OTHER`]. Never a namespace, an object name or a user: the route keeps neither.
+//!
+//! [`ClientFamily::ALL`]: super::client::ClientFamily::ALL
+
+use super::client;
+use super::route::Route;
+
+/// `group` and `resource` of a discovery request (`/api`, `/apis`, `/apis/<group>`,
+/// `/api/v1`, `/apis/<group>/<version>`).
+pub const DISCOVERY: &str = "(discovery)";
+/// `group` and `resource` of a request outside the resource API (`/version`,
+/// `/openapi/...`, `/healthz`, anything that does not parse as a resource path) and of
+/// one that was never classified.
+pub const NON_RESOURCE: &str = "(nonresource)";
+/// `group` and `resource` of a resource request beyond the cap on distinct (group,
+/// resource) pairs, or to a group or resource no apiserver can serve.
+pub const OTHER: &str = "(other)";
+
+/// The longest resource name (a DNS-1123 label, as a CRD's plural must be).
+const MAX_RESOURCE_LEN: usize = 63;
+/// The longest group name (a DNS-1123 subdomain).
+const MAX_GROUP_LEN: usize = 253;
+
+/// What a route's `group` and `resource` labels are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResourceKey<'a> {
+    /// A resource of its own: counted against the cap on distinct pairs. `group` is `""`
+    /// for the core group, as in kube-apiserver's `apiserver_request_total`.
+    Resource { group: &'a str, resource: &'a str },
+    /// One of [`DISCOVERY`], [`NON_RESOURCE`] and [`OTHER`], in both labels; not counted
+    /// against the cap.
+    Fixed(&'static str),
+}
+
+/// The `group` and `resource` labels of a request to `route`. A subresource counts as its
+/// resource (`pods/log` is `pods`); the version is not a label.
+pub fn resource_key(route: &Route) -> ResourceKey<'_> {
+    match route {
+        Route::Resource(r) if is_group(&r.group) && is_resource(&r.resource) => {
+            ResourceKey::Resource {
+                group: &r.group,
+                resource: &r.resource,
+            }
+        }
+        Route::Resource(_) => ResourceKey::Fixed(OTHER),
+        Route::GroupVersionDiscovery { .. } | Route::NoCborDiscovery => {
+            ResourceKey::Fixed(DISCOVERY)
+        }
+        Route::Other => ResourceKey::Fixed(NON_RESOURCE),
+    }
+}
+
+/// The `client` label: the family its `User-Agent` names ([`client::identify`]).
+pub fn client_label(user_agent: Option<&str>) -> &'static str {
+    client::identify(user_agent).family.label()
+}
+
+/// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a
+/// letter or digit.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= MAX_RESOURCE_LEN
+        && b.first().is_some_and(inner)
+        && b.last().is_some_and(inner)
+        && b.iter().all(|c| inner(c) || *c == b'-')
+}
+
+/// `""` (the core group) or a DNS-1123 subdomain.
+fn is_group(s: &str) -> bool {
+    s.is_empty() || (s.len() <= MAX_GROUP_LEN && s.split('.').all(is_dns_label))
+}
+
+/// A resource name as kube-apiserver serves them (a CRD's plural is a DNS-1123 label).
+fn is_resource(s: &str) -> bool {
+    is_dns_label(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_name_a_bounded_group_and_resource() {
+        use ResourceKey::*;
+        let r = |group, resource| Resource { group, resource };
+        let table: &[(&str, ResourceKey)] = &[
+            ("/api/v1/namespaces/demo/configmaps", r("", "configmaps")),
+            (
+                "/api/v1/namespaces/demo/configmaps/name-is-not-a-label",
+                r("", "configmaps"),
+            ),
+            ("/api/v1/namespaces/demo/pods/p/log", r("", "pods")),
+            ("/api/v1/namespaces/kube-system", r("", "namespaces")),
+            ("/api/v1/namespaces/x/status", r("", "namespaces")),
+            ("/api/v1/watch/namespaces/demo/pods", r("", "pods")),
+            ("/api/v1/nodes", r("", "nodes")),
+            (
+                "/apis/apps/v1/namespaces/demo/deployments/d/scale",
+                r("apps", "deployments"),
+            ),
+            (
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1",
+                r("coordination.k8s.io", "leases"),
+            ),
+            (
+                "/apis/stable.example.com/v1/crontabs",
+                r("stable.example.com", "crontabs"),
+            ),
+            (
+                "/apis/x-1.example.com/v1beta1/things-2",
+                r("x-1.example.com", "things-2"),
+            ),
+            // Names no apiserver can serve: one bucket, never a label of their own.
+            ("/api/v1/ConfigMaps", Fixed(OTHER)),
+            ("/api/v1/config_maps", Fixed(OTHER)),
+            ("/api/v1/-pods", Fixed(OTHER)),
+            ("/api/v1/pods-", Fixed(OTHER)),
+            ("/api/v1/%22%7D%0A", Fixed(OTHER)),
+            ("/apis/Example.COM/v1/things", Fixed(OTHER)),
+            ("/apis/a..b/v1/things", Fixed(OTHER)),
+            ("/apis/example.com./v1/things", Fixed(OTHER)),
+            ("/apis/example.com/v1/é", Fixed(OTHER)),
+            // Discovery.
+            ("/api", Fixed(DISCOVERY)),
+            ("/apis", Fixed(DISCOVERY)),
+            ("/apis/apps", Fixed(DISCOVERY)),
+            ("/api/v1", Fixed(DISCOVERY)),
+            ("/apis/apps/v1", Fixed(DISCOVERY)),
+            // Outside the resource API.
+            ("/version", Fixed(NON_RESOURCE)),
+            ("/openapi/v3/apis/apps/v1", Fixed(NON_RESOURCE)),
+            ("/healthz", Fixed(NON_RESOURCE)),
+            ("/metrics", Fixed(NON_RESOURCE)),
+            ("/", Fixed(NON_RESOURCE)),
+            ("/api/v1/%zz", Fixed(NON_RESOURCE)),
+        ];
+        for (path, want) in table {
+            let route = Route::classify(path);
+            assert_eq!(resource_key(&route), *want, "{path}");
+        }
+        let long = format!("/api/v1/{}", "a".repeat(64));
+        assert_eq!(resource_key(&Route::classify(&long)), Fixed(OTHER));
+        let ok = format!("/api/v1/{}", "a".repeat(63));
+        assert!(matches!(
+            resource_key(&Route::classify(&ok)),
+            Resource { .. }
+        ));
+    }
+
+    #[test]
+    fn fixed_values_cannot_be_a_resource_name() {
+        for v in [DISCOVERY, NON_RESOURCE, OTHER] {
+            assert!(!is_resource(v) && !is_group(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn client_labels_are_the_family() {
+        assert_eq!(
+            client_label(Some("kubelet/v1.35.2 (linux/amd64) kubernetes/abc")),
+            "kubelet"
+        );
+        assert_eq!(client_label(Some("my-operator/v0.1.0")), "other");
+        assert_eq!(client_label(None), "other");
+    }
+}

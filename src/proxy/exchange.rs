@@ -1,0 +1,697 @@
+//! [`Exchange`]: the context of one request across pingora's callbacks. It is made
+//! when the request arrives and planned once, in `request_filter`; from then on it
+//! holds, each in its own part, the plan and who the request is, the request body
+//! ([`RequestBody`]), the response body ([`ResponseBody`]), what the request is counted
+//! and logged with ([`Account`]), and what it holds of the process ([`Held`]: guards
+//! that give themselves back when dropped, on every path, panics included). Its fields
+//! are private: the callbacks ask it, and it asks the plan.
+
+use super::local_reply;
+use super::transcode::{codec_time, CodecSettings, RequestBody, ResponseBody};
+use crate::limits::admission::{Admission, Slot, UpstreamHeld};
+use crate::limits::budget::BodyBudget;
+use crate::negotiate::identity::Identity;
+use crate::negotiate::pool::{retry, Attempt, Pool, Retry};
+use crate::negotiate::route::UpgradeProtocol;
+use crate::negotiate::{
+    BodyAction, CapabilityKey, CborSupport, ClientFraming, Failure, Intake, Learned, Plan, Reply,
+    ResponseHead,
+};
+use crate::ops::metrics::{count_refusal, metrics, GaugeHeld, Origin, RequestLabels};
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::{Error, ErrorType, Result};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Everything about one request that outlives a callback.
+pub struct Exchange {
+    started: Instant,
+    stage: Stage,
+    account: Account,
+    held: Held,
+    /// A client with old CBOR limits that accepts JSON (`proxy::hold`): its family.
+    protected: Option<crate::negotiate::client::ClientFamily>,
+}
+
+/// Where the request is: arrived (pingora made the context), or planned. Planning
+/// happens once, first thing in `request_filter`, before any callback that needs it.
+enum Stage {
+    Arrived,
+    Planned(Box<Planned>),
+}
+
+/// A planned request: its plan, who it is, and its bodies.
+struct Planned {
+    plan: Plan,
+    /// Who the request is, and its identity headers upstream.
+    identity: Identity,
+    /// The upstream connections it may share (decided with its identity).
+    pool: Pool,
+    /// Its `group`, `resource` and `client` metric labels.
+    labels: RequestLabels,
+    request: RequestBody,
+    response: ResponseBody,
+    /// Attempts the upstream refused unprocessed that were sent again.
+    refused_retries: u8,
+}
+
+/// What the request is counted and logged with.
+#[derive(Default)]
+struct Account {
+    /// The status the client got (`None`: no answer yet).
+    status: Option<u16>,
+    /// The `response_format` label, once decided.
+    format: Option<&'static str>,
+    /// Why cborgate answered with an error Status, or what cut the response short.
+    reason: Option<String>,
+    upstream_started: Option<Instant>,
+    upstream_time: Option<Duration>,
+    /// The SIGTERM drain ended this watch's stream, cleanly.
+    ended_by_drain: bool,
+    /// An answer cborgate gives itself once the request has failed.
+    local_error: Option<Reply>,
+}
+
+/// What the request holds of the process; each gives itself back when dropped.
+#[derive(Default)]
+struct Held {
+    /// The admission slot; given back last ([`Exchange::release`]).
+    admitted: Option<Slot>,
+    /// A long-running request's upstream socket, for the drain to end it.
+    upstream_socket: Option<UpstreamHeld>,
+    /// The turn to get an HTTP/2 upstream session (`Upstream::connect_turn`), given
+    /// back once it has one.
+    connect_turn: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Counted in `cborgate_watch_streams_active`.
+    watch: Option<GaugeHeld>,
+    /// Counted in `cborgate_upgrades_active`, with its protocol.
+    upgrade: Option<GaugeHeld>,
+}
+
+/// How the upstream peer is chosen for an attempt.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerChoice {
+    /// No response-header timeout; the socket is held for the drain.
+    pub long_running: bool,
+    /// HTTP/1.1 only: an upgrade, an anonymous request, or a refused one sent again.
+    pub http1_only: bool,
+    /// The front-proxy certificate goes with it.
+    pub cert: bool,
+    pub pool: Pool,
+}
+
+/// What the request log and `cborgate_requests_total` say of a request that is over.
+pub struct Record<'a> {
+    pub verb: &'static str,
+    /// The status the client got, or the one it is counted with.
+    pub status: Option<u16>,
+    pub request_format: &'static str,
+    pub response_format: &'static str,
+    pub upstream_time: Duration,
+    pub codec_time: Duration,
+    pub elapsed: Duration,
+    pub auth: &'static str,
+    pub user: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub ended_by_drain: bool,
+}
+
+fn no_plan() -> Box<Error> {
+    Error::explain(ErrorType::InternalError, "a request without a plan")
+}
+
+fn header<'a>(resp: &'a ResponseHeader, name: &str) -> Option<&'a str> {
+    resp.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// What decisions need of the upstream's response head.
+fn response_head(resp: &ResponseHeader) -> ResponseHead<'_> {
+    ResponseHead {
+        status: resp.status.as_u16(),
+        content_type: header(resp, "content-type"),
+        content_encoding: header(resp, "content-encoding"),
+        content_length: header(resp, "content-length").and_then(|v| v.trim().parse().ok()),
+    }
+}
+
+/// A request that repeats one `Content-Length` (pingora accepts identical repeats) goes
+/// upstream with it once.
+fn single_content_length(req: &mut RequestHeader) -> Result<()> {
+    let mut values = req.headers.get_all("content-length").iter();
+    if let (Some(first), Some(_)) = (values.next(), values.next()) {
+        let first = first.clone();
+        req.insert_header("Content-Length", first)?;
+    }
+    Ok(())
+}
+
+impl Default for Exchange {
+    fn default() -> Self {
+        Exchange {
+            started: Instant::now(),
+            stage: Stage::Arrived,
+            account: Account::default(),
+            held: Held::default(),
+            protected: None,
+        }
+    }
+}
+
+impl Exchange {
+    /// Plan the request (once): its plan, who it is, the connections it may share, its
+    /// metric labels, its admission slot if it has one, and its body's declared length.
+    pub fn plan(
+        &mut self,
+        plan: Plan,
+        identity: Identity,
+        pool: Pool,
+        labels: RequestLabels,
+        admitted: Option<Slot>,
+        declared_len: Option<u64>,
+    ) {
+        self.held.admitted = admitted;
+        let request = RequestBody::new(&plan, declared_len, labels.resource);
+        self.stage = Stage::Planned(Box::new(Planned {
+            plan,
+            identity,
+            pool,
+            labels,
+            request,
+            response: ResponseBody::default(),
+            refused_retries: 0,
+        }));
+    }
+
+    fn planned(&self) -> Result<&Planned> {
+        match &self.stage {
+            Stage::Planned(p) => Ok(p),
+            Stage::Arrived => Err(no_plan()),
+        }
+    }
+
+    fn planned_mut(&mut self) -> Result<&mut Planned> {
+        match &mut self.stage {
+            Stage::Planned(p) => Ok(p),
+            Stage::Arrived => Err(no_plan()),
+        }
+    }
+
+    /// What follows in reading the request body: a piece, the upstream, or a refusal.
+    pub fn body_intake(&self) -> Result<Intake> {
+        Ok(self.planned()?.request.next().clone())
+    }
+
+    /// One piece of a body read whole (`None`: its end).
+    pub fn take_body_piece(
+        &mut self,
+        piece: Option<&[u8]>,
+        s: &CodecSettings,
+        budget: &Arc<BodyBudget>,
+    ) -> Result<()> {
+        let p = self.planned_mut()?;
+        p.request.take(&p.plan, piece, s, budget);
+        Ok(())
+    }
+
+    /// How the upstream peer of this attempt is chosen; the attempt starts now.
+    pub fn peer_choice(&mut self) -> Result<PeerChoice> {
+        self.account.upstream_started = Some(Instant::now());
+        let p = self.planned()?;
+        Ok(PeerChoice {
+            long_running: p.plan.long_running,
+            http1_only: p.plan.needs_http1() || p.pool.http1_only(p.refused_retries),
+            cert: p.identity.upstream_cert,
+            pool: p.pool,
+        })
+    }
+
+    /// The upstream's name did not resolve: the request is answered with this failure.
+    pub fn unresolved(&mut self, why: String) {
+        let reply = self
+            .planned()
+            .ok()
+            .and_then(|p| p.plan.failure_reply(&Failure::Unresolved(why)));
+        self.account.local_error = reply;
+    }
+
+    /// Hold (or, with `None`, give back) the turn to get an HTTP/2 upstream session.
+    pub fn connect_turn(&mut self, turn: Option<tokio::sync::OwnedSemaphorePermit>) {
+        self.held.connect_turn = turn;
+    }
+
+    /// Connected: the connect turn goes back; a long-running request's socket is held
+    /// for the drain, which ends it through this second handle.
+    pub fn connected(&mut self, fd: std::os::fd::RawFd, admission: &Arc<Admission>) {
+        self.held.connect_turn = None;
+        if self.planned().is_ok_and(|p| p.plan.long_running) {
+            match crate::limits::admission::dup_socket(fd) {
+                Ok(s) => self.held.upstream_socket = Some(admission.hold_upstream(s)),
+                Err(e) => {
+                    tracing::warn!(target: "cborgate::proxy", error = %e, "a watch cannot be ended cleanly at shutdown")
+                }
+            }
+        }
+    }
+
+    /// The request head as the upstream gets it: `Accept` and `Content-Type` as
+    /// planned, no `Accept-Encoding` where the answer may be transcoded, the held body's
+    /// exact length, and the identity headers removed and added as decided.
+    pub fn rewrite_upstream_request(&self, req: &mut RequestHeader) -> Result<()> {
+        let p = self.planned()?;
+        if let Some(accept) = &p.plan.upstream_accept {
+            req.insert_header("Accept", accept.as_str())?;
+        }
+        if p.plan.strips_accept_encoding() {
+            req.remove_header("Accept-Encoding");
+        }
+        match p.plan.body_for_attempt(p.request.replaying()) {
+            BodyAction::PassThrough => {}
+            BodyAction::CborToJson {
+                upstream_content_type,
+                ..
+            }
+            | BodyAction::JsonToCbor {
+                upstream_content_type,
+            } => {
+                req.insert_header("Content-Type", upstream_content_type)?;
+            }
+        }
+        if let Some(body) = p.request.held() {
+            // The body was read whole: its exact length, one Content-Length line.
+            req.remove_header("Transfer-Encoding");
+            req.insert_header("Content-Length", body.len().to_string())?;
+        } else {
+            single_content_length(req)?;
+        }
+        super::identity::apply(&p.identity, req)
+    }
+
+    /// The request body on its way upstream ([`RequestBody::upstream_piece`]).
+    pub fn request_body(&self, body: &mut Option<Bytes>, end: bool) -> Result<()> {
+        self.planned()?.request.upstream_piece(body, end);
+        Ok(())
+    }
+
+    /// Decide what to do with the upstream's response head, and remember it.
+    pub fn decide_response(
+        &mut self,
+        resp: &ResponseHeader,
+    ) -> Result<crate::negotiate::OnResponse> {
+        let p = self.planned_mut()?;
+        let decision = p
+            .plan
+            .on_response(response_head(resp), p.request.replaying());
+        p.response.decided(decision);
+        self.account.format = Some(decision.format);
+        Ok(decision)
+    }
+
+    /// Upgrade mode: whether the upstream's response head shows it refuses (or speaks)
+    /// CBOR, for `/readyz` ([`Plan::cbor_support`]).
+    pub fn cbor_support(&self, resp: &ResponseHeader) -> Option<CborSupport> {
+        self.planned().ok()?.plan.cbor_support(response_head(resp))
+    }
+
+    /// What the answer taught `auto` mode, and the key it is remembered under.
+    pub fn learned(&self) -> Option<(CapabilityKey<'_>, Learned)> {
+        let p = self.planned().ok()?;
+        Some((p.plan.capability_key()?, p.response.decision()?.learned?))
+    }
+
+    /// `auto`: start the JSON replay after the upstream's 415. `Err`: the answer
+    /// instead (400, 413 or 429).
+    pub fn start_replay(
+        &mut self,
+        s: &CodecSettings,
+        budget: &Arc<BodyBudget>,
+    ) -> Result<(), Reply> {
+        let Ok(p) = self.planned_mut() else {
+            return Ok(());
+        };
+        let r = p.request.start_replay(&p.plan, s, budget);
+        if let Err(reply) = &r {
+            self.account.local_error = Some(reply.clone());
+        }
+        r
+    }
+
+    /// Whether, and why, the failed attempt is sent again ([`retry`]).
+    pub fn retry(&mut self, failure: RetryFacts) -> Option<Retry> {
+        let answered_locally = self.account.local_error.is_some();
+        let p = self.planned_mut().ok()?;
+        let again = retry(&Attempt {
+            idempotent: failure.idempotent,
+            body_kept: failure.body_kept,
+            answered: failure.answered,
+            refused: failure.refused,
+            transport: failure.transport,
+            refused_retries: p.refused_retries,
+            replay: p.request.replaying() && failure.replay_signal,
+            answered_locally,
+        });
+        if again == Some(Retry::Refused) {
+            p.refused_retries += 1;
+        }
+        again
+    }
+
+    /// The error is the replay's own signal, not a failure worth a log line.
+    pub fn is_replay(&self, e: &Error) -> bool {
+        self.planned().is_ok_and(|p| p.request.replaying())
+            && matches!(e.etype(), ErrorType::HTTPStatus(415))
+    }
+
+    /// The time the upstream took to answer (or fail), measured once, from the start of
+    /// the upstream attempt.
+    pub fn note_upstream_time(&mut self) {
+        let a = &mut self.account;
+        if a.upstream_time.is_none() {
+            a.upstream_time = a.upstream_started.map(|t| t.elapsed());
+        }
+    }
+
+    /// The upstream's response head is on its way to the client: its status, the time
+    /// the upstream took, an upgrade (counted while it is open) or a refusal counted.
+    pub fn upstream_answered(&mut self, status: u16, upgrade: Option<&str>) {
+        self.account.status = Some(status);
+        self.note_upstream_time();
+        match status {
+            101 => {
+                let label = UpgradeProtocol::of(upgrade).label();
+                let gauge = metrics().upgrades_active.with_label_values(&[label]);
+                self.held.upgrade = Some(GaugeHeld::hold(&gauge));
+            }
+            code => count_refusal(code, Origin::Upstream, self.labels()),
+        }
+    }
+
+    /// Relabel the response head as decided and get the body's stages ready; a watch's
+    /// stream counts as open from here until the request is over.
+    pub fn relabel_response(
+        &mut self,
+        resp: &mut ResponseHeader,
+        framing: ClientFraming,
+        s: &CodecSettings,
+    ) -> Result<()> {
+        let Stage::Planned(p) = &mut self.stage else {
+            return Err(no_plan());
+        };
+        let Some(decision) = p.response.decision().copied() else {
+            return Ok(());
+        };
+        if decision.watch_stream && self.held.watch.is_none() {
+            self.held.watch = Some(GaugeHeld::hold(&metrics().watch_streams_active));
+        }
+        p.response.prepare(s, p.labels.resource);
+        let Some(edits) = decision.relabel(framing) else {
+            return Ok(());
+        };
+        resp.insert_header("Content-Type", edits.content_type)?;
+        for h in edits.strip {
+            resp.remove_header(*h);
+        }
+        if edits.chunked {
+            resp.insert_header("Transfer-Encoding", "chunked")?;
+        }
+        if edits.gzip {
+            resp.insert_header("Content-Encoding", "gzip")?;
+            resp.append_header("Vary", "Accept-Encoding")?;
+        }
+        Ok(())
+    }
+
+    /// One piece of the response body ([`ResponseBody::piece`]).
+    pub fn response_body(&mut self, body: &mut Option<Bytes>, end: bool) -> std::io::Result<()> {
+        match &mut self.stage {
+            Stage::Planned(p) => p.response.piece(body, end),
+            Stage::Arrived => Ok(()),
+        }
+    }
+
+    /// The plan, once planned (`proxy::hold` reads it).
+    pub fn planned_plan(&self) -> Option<&Plan> {
+        self.planned().ok().map(|p| &p.plan)
+    }
+
+    /// Protected as a client with old CBOR limits, of this family (`proxy::hold`).
+    pub fn protect(&mut self, client: Option<crate::negotiate::client::ClientFamily>) {
+        self.protected = client;
+    }
+
+    /// The family of a protected client.
+    pub fn protected(&self) -> Option<crate::negotiate::client::ClientFamily> {
+        self.protected
+    }
+
+    /// The decision about the upstream's response head, once made.
+    pub fn decision(&self) -> Option<crate::negotiate::OnResponse> {
+        self.planned().ok()?.response.decision().copied()
+    }
+
+    /// Replace the decision about the response head (`proxy::hold`: the upstream's JSON
+    /// instead of CBOR), and the format the request is counted with.
+    pub fn redecide(&mut self, decision: crate::negotiate::OnResponse) -> Result<()> {
+        self.planned_mut()?.response.decided(decision);
+        self.account.format = Some(decision.format);
+        Ok(())
+    }
+
+    /// The response is a watch's stream that has begun.
+    pub fn is_watch_stream(&self) -> bool {
+        self.planned()
+            .ok()
+            .and_then(|p| p.response.decision())
+            .is_some_and(|d| d.watch_stream)
+    }
+
+    /// The drain ended this watch's stream, cleanly: what it had transcoded goes out
+    /// before the end.
+    pub fn ended_by_drain(&mut self) -> Option<Bytes> {
+        self.account.ended_by_drain = true;
+        self.take_unsent()
+    }
+
+    /// The whole events a failed watch chunk transcoded before the failure.
+    pub fn take_unsent(&mut self) -> Option<Bytes> {
+        match &mut self.stage {
+            Stage::Planned(p) => p.response.take_unsent(),
+            Stage::Arrived => None,
+        }
+    }
+
+    /// Its `group`, `resource` and `client` metric labels (`None`: never planned).
+    pub fn labels(&self) -> Option<RequestLabels> {
+        self.planned().ok().map(|p| p.labels)
+    }
+
+    /// Record `reply` as the request's answer (its format labels the request; its
+    /// message is the reason).
+    pub fn answered(&mut self, reply: &Reply) {
+        let status = &reply.status;
+        self.account.status = Some(status.code);
+        self.account.format = Some(local_reply::format_label(status));
+        if status.code >= 400 {
+            self.account.reason = Some(status.message.clone());
+        }
+    }
+
+    /// The request failed after it was sent upstream (`e`); `head_sent`: the client
+    /// already has a response head. Returns the answer to write, if one can still be
+    /// written; records how the request is counted and logged either way.
+    pub fn failed(&mut self, e: &Error, head_sent: bool) -> Option<Reply> {
+        let answered = self.account.status.is_some();
+        let mut unanswered = None;
+        let reply = self.account.local_error.take().or_else(|| {
+            let failure = local_reply::failure_of(e, answered)?;
+            local_reply::log_upstream_failure(e);
+            let plan = &self.planned().ok()?.plan;
+            let reply = plan.failure_reply(&failure);
+            if reply.is_none() {
+                unanswered = Some(plan.unanswered_failure(&failure));
+            }
+            reply
+        });
+        if let (Some((code, reason)), false) = (unanswered, head_sent) {
+            // Counted and logged as the upstream failure it is, not as a client that left.
+            self.account.status = Some(code);
+            self.account.reason = Some(reason);
+        }
+        if local_reply::cut_short(e, answered) && head_sent {
+            // The status the client got stays; the line says what cut its response short.
+            self.account.reason = Some(Plan::CUT_SHORT.to_string());
+        }
+        reply.filter(|_| !head_sent)
+    }
+
+    /// What the request log and the metrics say of it; `written`: the status of the
+    /// response head the client got, if any.
+    pub fn record(&self, written: Option<u16>) -> Record<'_> {
+        let (verb, request_format, response_format, auth, user) = match &self.stage {
+            Stage::Planned(p) => (
+                p.plan.verb.label(),
+                p.plan.request_format.as_str(),
+                self.account
+                    .format
+                    .unwrap_or_else(|| p.plan.unanswered_format()),
+                p.identity.method.as_str(),
+                p.identity.user.as_deref(),
+            ),
+            Stage::Arrived => ("OTHER", "none", "none", "none", None),
+        };
+        let codec = match &self.stage {
+            Stage::Planned(p) => codec_time(&p.request, &p.response),
+            Stage::Arrived => Duration::ZERO,
+        };
+        Record {
+            verb,
+            status: self.account.status.or(written),
+            request_format,
+            response_format,
+            upstream_time: self.account.upstream_time.unwrap_or_default(),
+            codec_time: codec,
+            elapsed: self.started.elapsed(),
+            auth,
+            user,
+            reason: self.account.reason.as_deref(),
+            ended_by_drain: self.account.ended_by_drain,
+        }
+    }
+
+    /// The request is over: give back what it holds, the admission slot last (the drain
+    /// exits once none is held, and the request's line is written by then).
+    pub fn release(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        let Held {
+            admitted,
+            upstream_socket,
+            connect_turn,
+            watch,
+            upgrade,
+        } = held;
+        drop((upstream_socket, connect_turn, watch, upgrade));
+        drop(admitted);
+    }
+}
+
+/// What is known about a failed upstream attempt, beside what the exchange knows.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryFacts {
+    pub idempotent: bool,
+    pub body_kept: bool,
+    pub answered: bool,
+    pub refused: bool,
+    pub transport: bool,
+    /// The error is a 415 (the replay's signal, when a replay is under way).
+    pub replay_signal: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{Limits, StringMode};
+    use crate::negotiate::identity::{identify, HeaderNames};
+    use crate::negotiate::{plan, RequestHead, RequestLimits, UpstreamMode};
+
+    fn settings() -> CodecSettings {
+        CodecSettings {
+            buffers: Arc::default(),
+            transcoders: Arc::default(),
+            window: 64 * 1024,
+            strings: StringMode::Bytes,
+            limits: Limits::default(),
+            request: RequestLimits {
+                max_header_bytes: 1 << 20,
+                max_request_body: 1 << 20,
+                max_upstream_body: 1 << 20,
+            },
+            labels: Arc::new(crate::ops::metrics::ResourceLabels::new(10)),
+        }
+    }
+
+    fn planned(query: Option<&str>) -> Exchange {
+        let head = RequestHead {
+            method: "GET",
+            path: "/api/v1/namespaces/d/pods",
+            query,
+            accept: Some("application/cbor"),
+            ..Default::default()
+        };
+        let mut ex = Exchange::default();
+        let who = identify(None, &HeaderNames::default(), std::iter::empty);
+        let labels = settings().labels.unclassified();
+        ex.plan(
+            plan(&head, UpstreamMode::Legacy),
+            who,
+            Pool::Anonymous,
+            labels,
+            None,
+            None,
+        );
+        ex
+    }
+
+    fn json_ok() -> ResponseHeader {
+        let mut resp = ResponseHeader::build(200, None).unwrap();
+        resp.insert_header("Content-Type", "application/json")
+            .unwrap();
+        resp
+    }
+
+    /// A panic in the middle of a watch or an upgrade drops the exchange as it unwinds
+    /// (tokio drops a task's future when it panics), and each gauge it held comes back.
+    #[test]
+    fn gauges_come_back_when_a_request_panics() {
+        let watches = || metrics().watch_streams_active.get();
+        let upgrades = || metrics().upgrades_active.with_label_values(&["spdy"]).get();
+        let (w0, u0) = (watches(), upgrades());
+        let s = settings();
+        let watch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut ex = planned(Some("watch=true"));
+            let mut resp = json_ok();
+            ex.decide_response(&resp).unwrap();
+            ex.upstream_answered(200, None);
+            ex.relabel_response(&mut resp, ClientFraming::Http11, &s)
+                .unwrap();
+            assert_eq!(watches(), w0 + 1, "the stream is open");
+            panic!("a bug in the middle of a watch");
+        }));
+        assert!(watch.is_err());
+        assert_eq!(watches(), w0, "the watch gauge came back");
+        let upgrade = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut ex = planned(None);
+            ex.upstream_answered(101, Some("SPDY/3.1"));
+            assert_eq!(upgrades(), u0 + 1, "the upgrade is open");
+            panic!("a bug in the middle of an upgrade");
+        }));
+        assert!(upgrade.is_err());
+        assert_eq!(upgrades(), u0, "the upgrade gauge came back");
+        // And without a panic, when the request is over.
+        let mut ex = planned(Some("watch=true"));
+        let mut resp = json_ok();
+        ex.decide_response(&resp).unwrap();
+        ex.relabel_response(&mut resp, ClientFraming::Http2, &s)
+            .unwrap();
+        assert_eq!(watches(), w0 + 1);
+        ex.release();
+        assert_eq!(watches(), w0);
+    }
+
+    /// The plan is there from `request_filter` on; before it, every question is an
+    /// error or a no-op, never a panic.
+    #[test]
+    fn an_exchange_without_a_plan_answers_without_panicking() {
+        let mut ex = Exchange::default();
+        assert!(ex.body_intake().is_err());
+        assert!(ex.peer_choice().is_err());
+        assert!(ex.decide_response(&json_ok()).is_err());
+        assert!(!ex.is_watch_stream());
+        assert!(ex.take_unsent().is_none());
+        let r = ex.record(None);
+        assert_eq!(
+            (r.verb, r.status, r.response_format),
+            ("OTHER", None, "none")
+        );
+        ex.release();
+    }
+}
