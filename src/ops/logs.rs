@@ -86,6 +86,18 @@ impl Drop for FlushOnDrop {
 }
 
 impl Flush {
+    /// A flush with no writer thread behind it, for a server run without a log
+    /// (a test running the proxy in its own process).
+    pub fn none() -> Flush {
+        let shared = Shared::new(0, 0);
+        {
+            let mut s = shared.lock();
+            s.stop = true;
+            s.stopped = true;
+        }
+        Flush(Arc::new(FlushOnDrop(Arc::new(shared))))
+    }
+
     /// Writes every line queued so far and stops the writer thread, waiting at
     /// most [`FLUSH_WAIT`] for stderr. A line logged afterwards is counted as
     /// dropped. A second call, or one on another thread at the same time, returns
@@ -1102,7 +1114,7 @@ mod tests {
 
     #[test]
     fn json_fields_are_escaped_and_typed() {
-        let text = logged("json", "info", || {
+        let text = logged(LogFormat::Json, LogLevel::Info, || {
             tracing::info!(
                 target: "cborgate::proxy",
                 user_agent = "a \"quoted\"\\ agent\n\u{1}é",
@@ -1151,7 +1163,7 @@ mod tests {
                 "request"
             )
         };
-        let ours = logged("text", "info", event);
+        let ours = logged(LogFormat::Text, LogLevel::Info, event);
         let theirs = Capture::default();
         let w = theirs.clone();
         let sub = tracing_subscriber::fmt()
