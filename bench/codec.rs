@@ -585,7 +585,7 @@ fn print_tables(rows: &[Row]) {
         println!("{line}");
     }
     println!();
-    // Issue 2's targets, each at its lowest over the scenarios of this run.
+    // The codec targets (bench/README.md, "Targets"), each at its lowest over the scenarios of this run.
     let lowest = |a: &str, b: &str| {
         rows.iter()
             .map(|r| (r.ratio(a, b), r.name.as_str()))

@@ -1,4 +1,4 @@
-//! Experiment for issue 22, item 6: JSON → CBOR in two stages, the way
+//! Experiment: JSON → CBOR in two stages, the way
 //! simdjson parses, against the codec's single pass and serde_json's
 //! validate-only scan, on the same pod lists, paired within each round.
 //!
@@ -28,7 +28,7 @@
 //! bytes (checked on every run) only for what these inputs hold: whole
 //! documents within the window, integers, no floats, no watch mode, no
 //! duplicate detection, no input cut into pieces. Results and reading:
-//! `bench/README.md`, "Structural index (issue 22, item 6)".
+//! `bench/README.md`, "Structural index".
 //!
 //! x86-64 only, with AVX2 and PCLMULQDQ (the AVX-512 kernel when the CPU
 //! has AVX-512BW); elsewhere it says so and exits.

@@ -3,7 +3,7 @@
 
 Used by validate.sh; needs PyYAML and kubernetes-validate (validate.sh installs both).
 
-  validate_crds.py check [--k8s-version V] [--wire WIRE.md] FILE...
+  validate_crds.py check [--k8s-version V] [--wire docs/wire.md] FILE...
       Every YAML document in FILE... (rendered kustomizations or raw manifests):
       - built-in kinds: strict JSON-schema validation with kubernetes-validate
         against Kubernetes V (APIService included: the package bundles it);
@@ -18,7 +18,7 @@ Used by validate.sh; needs PyYAML and kubernetes-validate (validate.sh installs 
         that agree with --listen/--admin;
       - every cborgate_* metric in PrometheusRule expressions and in Grafana
         dashboards (JSON files, or ConfigMaps labelled grafana_dashboard) is a
-        family of WIRE.md section 6 (histograms may add _bucket/_sum/_count),
+        family of docs/wire.md section 6 (histograms may add _bucket/_sum/_count),
         with only that family's labels (plus target labels); dashboards must
         show every family, with unique panel ids and no two panels overlapping
         on the grid;
@@ -119,7 +119,7 @@ class Problems:
 
 def load_families(wire: Optional[str]) -> Tuple[Dict[str, Tuple[Set[str], bool]], str]:
     if not wire or not os.path.isfile(wire):
-        return EMBEDDED_FAMILIES, "embedded copy of WIRE.md section 6"
+        return EMBEDDED_FAMILIES, "embedded copy of docs/wire.md section 6"
     text = open(wire, encoding="utf-8").read()
     m = re.search(r"^## 6\..*?$(.*?)(?=^## )", text, re.S | re.M)
     if not m:
@@ -169,7 +169,7 @@ def matching_paren(s: str, i: int) -> int:
     return -1
 
 
-# Requests whose duration is the lifetime of a stream (WIRE.md section 6 verbs).
+# Requests whose duration is the lifetime of a stream (docs/wire.md section 6 verbs).
 LONG_RUNNING_VERBS = ("WATCH", "CONNECT")
 
 
@@ -220,7 +220,7 @@ def check_promql(where: str, expr: str, fams, problems: Problems,
         tok = m.group(0)
         fam = family_of(tok, fams)
         if fam is None:
-            problems.add(where, f"metric {tok} is not a WIRE.md section 6 family")
+            problems.add(where, f"metric {tok} is not a docs/wire.md section 6 family")
             continue
         if seen is not None:
             seen.add(fam)
@@ -236,7 +236,7 @@ def check_promql(where: str, expr: str, fams, problems: Problems,
             body = expr[j + 1:end]
             for lm in re.finditer(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)", body):
                 if lm.group(1) not in own:
-                    problems.add(where, f"{tok} has no label '{lm.group(1)}' (WIRE.md: {sorted(fams[fam][0])})")
+                    problems.add(where, f"{tok} has no label '{lm.group(1)}' (docs/wire.md: {sorted(fams[fam][0])})")
         if tok == "cborgate_request_duration_seconds_bucket" and not excludes_long_running(body):
             problems.add(where, f"{tok} without verb!~\"{'|'.join(LONG_RUNNING_VERBS)}\": "
                                 "watches and CONNECT streams would set the quantiles")

@@ -1,5 +1,5 @@
 //! The configuration surface: shipped config files parse, `serve` exits 2
-//! with a message naming the bad key or flag (SURFACE.md), and the deploy
+//! with a message naming the bad key or flag (docs/surface.md), and the deploy
 //! kit's runbook and alerts describe what the binary really does.
 
 use std::process::Command;
@@ -347,7 +347,7 @@ fn the_deploy_kit_promises_no_502_for_upstream_bodies() {
 }
 
 /// README "Configuration" and docs/surface.md list every config.toml key with its flag
-/// (the flags themselves are checked against the keys in src/cli.rs), and deploy/'s
+/// (the flags themselves are checked against the keys in src/commands/cli.rs), and deploy/'s
 /// manifest checker lets manifests use every flag.
 #[test]
 fn the_docs_list_every_key_with_its_flag() {

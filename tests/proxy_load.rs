@@ -635,7 +635,7 @@ async fn post_while_reading(proxy: SocketAddr, body: Arc<Vec<u8>>) -> Result<(u1
     Ok((status, head.contains("\r\nretry-after: 1")))
 }
 
-/// Issue 20, acceptance 1: 50 concurrent 3 MiB CBOR POSTs of the kinds that grow most
+/// Memory under load: 50 concurrent 3 MiB CBOR POSTs of the kinds that grow most
 /// as JSON (arrays of `1(0)`, 11.5×; byte strings of `0x01`, written `\u0001`, 6×) and
 /// of ordinary ConfigMaps keep the proxy, with its default configuration, under 256 MiB
 /// of peak RSS. Each gets 201, 413 (its JSON over `upstream.max_request_body_bytes`) or
@@ -721,7 +721,7 @@ fn concurrent_bodies_that_grow_as_json_stay_in_bounded_memory() {
 }
 
 /// RSS of the proxy after each of three rounds of `n` idle CBOR watches opened together
-/// and then all closed (issue 20, acceptance 5), and the same for `n` keep-alive
+/// and then all closed, and the same for `n` keep-alive
 /// connections that make one GET each and then close. Memory must come back between
 /// rounds: RSS after round 3 within 25% of RSS after round 1. A round has ended when
 /// its connections are closed and the proxy has handed freed memory back

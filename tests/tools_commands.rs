@@ -1,5 +1,5 @@
 //! The offline commands `transcode` and `diag` as a user runs them: exit
-//! status, the one stderr line, and exactly what reaches stdout (SURFACE.md
+//! status, the one stderr line, and exactly what reaches stdout (docs/surface.md
 //! "Commands", README "Commands").
 
 use cborgate::codec::StringMode;

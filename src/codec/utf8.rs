@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn go_replaces_each_bad_byte() {
-        // WIRE.md §3: h'61e6b062' -> "a\ufffd\ufffdb"
+        // docs/wire.md §3: h'61e6b062' -> "a\ufffd\ufffdb"
         assert_eq!(go_lossy(b"a\xe6\xb0b"), "a\u{FFFD}\u{FFFD}b".as_bytes());
         // A surrogate encoded in UTF-8 is three bad bytes.
         assert_eq!(

@@ -1,5 +1,5 @@
 //! The offline commands `cborgate transcode` and `cborgate diag`: the codec
-//! driven over a reader and a writer, with SURFACE.md's output rules, and the
+//! driven over a reader and a writer, with docs/surface.md's output rules, and the
 //! hint added to an error when the input is plainly the other format.
 
 use crate::codec::diag::{diagnose, BytesAs};
@@ -76,7 +76,7 @@ impl Head {
     /// CBOR head of a text string with an 8-byte length, so a CBOR reader
     /// fails on it with a misleading reason such as "string is longer than the
     /// limit"). CBOR if it starts with the self-described tag that starts
-    /// the bodies cborgate writes (WIRE.md §2), or with a byte no JSON text
+    /// the bodies cborgate writes (docs/wire.md §2), or with a byte no JSON text
     /// can start with and no text editor writes: a control character or a
     /// byte >= 0x80 other than a UTF-8 byte order mark.
     fn looks(&self) -> Option<Format> {

@@ -14,11 +14,11 @@
 //! is served and answered with `Connection: close` until the drain ends the process.
 //!
 //! pingora-core 0.9.1 hard-codes both 60 s values: `HttpSession::new` in
-//! `src/protocols/http/v1/server.rs` line 189 (`read_timeout`) and the blanket
-//! `impl<T: HttpServerApp> ServerApp for T` in `src/apps/mod.rs` line 353 (the first
+//! `pingora-core-0.9.1/src/protocols/http/v1/server.rs` line 189 (`read_timeout`) and the blanket
+//! `impl<T: HttpServerApp> ServerApp for T` in `pingora-core-0.9.1/src/apps/mod.rs` line 353 (the first
 //! keep-alive wait). pingora-proxy documents driving `HttpProxy` from one's own
 //! accept loop (`http_proxy`, `pingora-proxy-0.9.1/src/lib.rs` lines 1631-1668);
-//! this is that loop for HTTP/1, the same steps as `src/apps/mod.rs` lines 346-367
+//! this is that loop for HTTP/1, the same steps as pingora-core's `apps/mod.rs` lines 346-367
 //! plus the two timeouts.
 
 use crate::inbound::connections::{Conn, Connections};
@@ -74,7 +74,7 @@ where
     ) -> Option<Stream> {
         // Over the limit: dropping the stream closes it.
         let held = self.connections.admit()?;
-        // pingora's own choice of protocol (`src/apps/mod.rs` lines 270-299, 343):
+        // pingora's own choice of protocol (pingora-core's `apps/mod.rs` lines 270-299, 343):
         // h2 (ALPN or, in plain text, h2c), or a custom protocol, is pingora's
         // business; with no server options (cborgate sets none) h2c and
         // force_custom are off, and what is left is HTTP/1. (Were h2c turned on, a
@@ -95,7 +95,7 @@ where
             return reused;
         }
 
-        // `src/apps/mod.rs` lines 346-367, with our timeouts.
+        // pingora-core's `apps/mod.rs` lines 346-367, with our timeouts.
         let conn = self.connections.wrap(stream, held);
         let mut session = ServerSession::new_http1(Box::new(conn));
         self.start(&mut session);
@@ -122,10 +122,10 @@ where
         None
     }
 
-    // No `cleanup`: the blanket impl's (`src/apps/mod.rs` lines 373-375) calls
+    // No `cleanup`: the blanket impl's (pingora-core's `apps/mod.rs` lines 373-375) calls
     // `http_cleanup`, which ends every session waiting for or reading a request head
     // when the listener stops, so a request still arriving after SIGTERM met EOF while
     // the process lived on. Those sessions now read their request and are answered
-    // with `Connection: close` (`shutdown` is set); the drain (src/server.rs) waits for
+    // with `Connection: close` (`shutdown` is set); the drain (src/process/drain.rs) waits for
     // heads that have begun to arrive, and the process's exit ends the idle ones.
 }

@@ -4,7 +4,7 @@
 //! request head (`server.request_head_timeout_seconds`, Go's `ReadHeaderTimeout`).
 //!
 //! One [`Connections`] is made at start-up and passed to the accept loop
-//! (`src/accept.rs`), the proxy (which says when a head has been read) and the drain
+//! (`src/inbound/accept.rs`), the proxy (which says when a head has been read) and the drain
 //! (which waits for heads that are still arriving). A connection over the limit is
 //! closed as soon as it is accepted: a fast refusal, never a hang in the backlog.
 //!

@@ -1,4 +1,4 @@
-//! Who a request is, and which identity headers go upstream (docs/wire.md §7): the
+//! Who a request is, and which identity headers go upstream (docs/wire.md §6a): the
 //! request-header (front-proxy) protocol as kube-apiserver, the kube-aggregator and
 //! kube-rbac-proxy speak it. From what the client's TLS certificate proved ([`PeerCert`],
 //! made after the handshake) and the request's headers, [`identify`] decides:

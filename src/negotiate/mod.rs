@@ -1,5 +1,5 @@
 //! Negotiation: every decision cborgate makes about a request before a byte of its body
-//! moves (WIRE.md §1, §4, §5). A request head goes in, a [`Plan`] comes out; nothing here
+//! moves (docs/wire.md §1, §4, §5). A request head goes in, a [`Plan`] comes out; nothing here
 //! does I/O, blocks, or depends on anything but `std`, and no input can make it panic.
 //!
 //! - [`media`]: `Accept` negotiation exactly as a CBOR-enabled kube-apiserver 1.36 does it
@@ -9,7 +9,7 @@
 //! - [`route`]: what the path addresses (resource, group-version discovery, other discovery,
 //!   anything else), the API group and resource, and the verb label of
 //!   `apiserver_request_total`.
-//! - [`plan`]: the decision table and the upstream modes; one test per row of WIRE.md §1.
+//! - [`plan`]: the decision table and the upstream modes; one test per row of docs/wire.md §1.
 //! - [`byte_fields`]: which fields of a built-in kind are bytes, for a CBOR body's JSON.
 //! - [`auto`]: `auto` mode's CBOR-first body and `Accept`, from what was learned.
 //! - [`local`]: the Statuses cborgate answers itself outside the `Accept` table (limits,

@@ -1,4 +1,4 @@
-//! The decision table (WIRE.md §1, §4, §5): one request head in, one [`Plan`] out, decided
+//! The decision table (docs/wire.md §1, §4, §5): one request head in, one [`Plan`] out, decided
 //! once and only read afterwards by the proxy, the codec drivers, metrics and logs.
 //!
 //! [`plan`] first works out what a CBOR-enabled kube-apiserver 1.36 would do with the
@@ -117,7 +117,7 @@ pub struct RequestHead<'a> {
 pub enum BodyAction {
     /// Send it as it came.
     PassThrough,
-    /// Transcode CBOR to JSON (WIRE.md §3) and send it with this `Content-Type` (and a new
+    /// Transcode CBOR to JSON (docs/wire.md §3) and send it with this `Content-Type` (and a new
     /// length). An empty body stays empty: a DELETE may carry none.
     CborToJson {
         /// `application/json`, or `application/apply-patch+yaml` for an apply patch.
@@ -129,7 +129,7 @@ pub enum BodyAction {
         /// 400 for a bad one (`byte_fields::typed_kind`).
         kind: Option<byte_fields::TypedKind>,
     },
-    /// Upgrade mode: transcode a JSON body to CBOR (WIRE.md §2 rules) and send it with this
+    /// Upgrade mode: transcode a JSON body to CBOR (docs/wire.md §2 rules) and send it with this
     /// `Content-Type` (`application/cbor`, or `application/apply-patch+cbor`).
     JsonToCbor {
         /// The CBOR media type the upstream gets.
@@ -142,7 +142,7 @@ pub enum BodyAction {
 pub enum ResponseAction {
     /// Send it as it came.
     PassThrough,
-    /// The upstream answers JSON (it was asked for JSON): transcode it (WIRE.md §2) and
+    /// The upstream answers JSON (it was asked for JSON): transcode it (docs/wire.md §2) and
     /// label it [`ResponseAction::content_type`]. Only a body the upstream labelled
     /// `application/json` can be transcoded; anything else passes through.
     JsonToCbor {
@@ -172,7 +172,7 @@ impl ResponseAction {
 }
 
 /// An answer cborgate gives itself, without contacting the upstream: a Kubernetes `Status`
-/// (WIRE.md §4) with `status: Failure`.
+/// (docs/wire.md §4) with `status: Failure`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalReply {
     /// The HTTP status and the Status `code`.

@@ -1,4 +1,4 @@
-//! Logging set-up (SURFACE.md "Logs"): `tracing` events to stderr, as text or
+//! Logging set-up (docs/surface.md "Logs"): `tracing` events to stderr, as text or
 //! as flat JSON, at the level `RUST_LOG` or else `log.level` sets, coloured only
 //! on a terminal without `NO_COLOR`. And client noise: pingora logs at ERROR,
 //! through the `log` crate, for things clients do every day (a failed TLS

@@ -1,4 +1,4 @@
-//! Every Prometheus metric family cborgate exports (WIRE.md §6), defined in
+//! Every Prometheus metric family cborgate exports (docs/wire.md §6), defined in
 //! one place, and the text rendering for `/metrics` that lists every family
 //! from start-up, even before it has a sample, and every series an alert or
 //! dashboard panel selects (over closed label sets) at zero. On Linux the standard

@@ -194,7 +194,7 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
         admission: admission.clone(),
     };
     // pingora's `http_proxy_service` with cborgate's own loop around the proxy, for
-    // `server.request_read_timeout_seconds` (see src/accept.rs); same service name.
+    // `server.request_read_timeout_seconds` (see src/inbound/accept.rs); same service name.
     let mut http = pingora::proxy::http_proxy(&server.configuration, gate);
     // One HTTP/2 client connection may carry `server.http2_max_streams` requests and
     // watches at once (pingora's default is 100; Go's, and so kube-apiserver's, 250), as

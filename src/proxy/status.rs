@@ -1,5 +1,5 @@
 //! Kubernetes `Status` objects for the errors cborgate answers itself
-//! (WIRE.md §4), in the client's negotiated format: CBOR when the client chose
+//! (docs/wire.md §4), in the client's negotiated format: CBOR when the client chose
 //! CBOR, JSON otherwise, and the apiserver's pretty-printed JSON for 406.
 
 use crate::codec::{json_to_cbor, JsonToCborOptions};

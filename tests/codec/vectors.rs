@@ -78,7 +78,7 @@ fn appendix_a_as_kubernetes_decodes_it() {
                     assert_eq!(json, b"-0");
                 }
                 // Back to CBOR: Kubernetes' re-encoding, except that integral
-                // floats became integers in JSON (WIRE.md §2 accepts that).
+                // floats became integers in JSON (docs/wire.md §2 accepts that).
                 let is_float = matches!(input[0], 0xf9..=0xfb);
                 if let (false, Some(re)) = (is_float, v["k8s_reencoded_hex"].as_str()) {
                     let cbor = json_to_cbor(&json, JsonToCborOptions::default()).unwrap();

@@ -1,4 +1,4 @@
-//! Request bodies read whole before anything goes upstream (issue 20): a refused body
+//! Request bodies read whole before anything goes upstream: a refused body
 //! never reaches the upstream, the transcoded body is held to the upstream's limit, a
 //! slow upload is not the upstream's fault, the connection keeps its word after every
 //! answer cborgate gives itself; and the upstream's side: watch events before a

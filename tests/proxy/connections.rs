@@ -1,4 +1,4 @@
-//! Client connections (issue 20, items 5, 7, 8): the request head deadline, the limit on
+//! Client connections: the request head deadline, the limit on
 //! client connections at a 1,024-descriptor limit (the admin listener still answers),
 //! pipelined requests answered in order, and requests still arriving when SIGTERM comes.
 

@@ -1,4 +1,4 @@
-//! Identity survives the proxy (issue 21): client certificates become front-proxy
+//! Identity survives the proxy (docs/wire.md §6a): client certificates become front-proxy
 //! headers, a trusted front proxy's headers pass unchanged, and identity headers from
 //! anyone else never reach the upstream, over HTTP/1.1 and HTTP/2, for upgrades, in
 //! every mode. The upstream here is a TLS server that, like kube-apiserver, trusts

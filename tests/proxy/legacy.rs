@@ -1,7 +1,7 @@
 //! End to end, `legacy` mode: the stand-in JSON-only apiserver behind the real
 //! `cborgate` binary, driven by a strict HTTP/1.1 client. Each test asserts
 //! both what the client got and what the upstream received. One test (or
-//! group) per row of WIRE.md §1 and §4.
+//! group) per row of docs/wire.md §1 and §4.
 
 use crate::support::bodies::{cbor, decode, decode_seq};
 use crate::support::harness::{config_file, eventually, Harness};
@@ -1161,7 +1161,7 @@ fn get_json(proxy: std::net::SocketAddr, path: &str) -> Value {
     serde_json::from_slice(&r.body).unwrap()
 }
 
-/// Issue 19 item 6: 401 (a bad token) and 403 (authorization, after impersonation) come
+/// 401 (a bad token) and 403 (authorization, after impersonation) come
 /// from the apiserver's filters as JSON, CBOR-enabled or not; through cborgate they reach
 /// a CBOR client as JSON: the CBOR-enabled server's exact bytes in native mode, its value
 /// in legacy mode.

@@ -226,7 +226,7 @@ fn a_client_that_stalls_in_its_request_head_is_disconnected_after_request_read_t
 }
 
 /// The same timeout bounds each pause in a request body (pingora's session read
-/// timeout, set per session by src/accept.rs): the request is abandoned, and its
+/// timeout, set per session by src/inbound/accept.rs): the request is abandoned, and its
 /// connection closed, about a second after the body stops coming (not pingora's 60 s).
 #[test]
 fn a_client_that_stalls_in_its_request_body_is_cut_off_after_request_read_timeout_seconds() {

@@ -1,4 +1,4 @@
-//! The request log (SURFACE.md "Logs"): one line per request at info level with method,
+//! The request log (docs/surface.md "Logs"): one line per request at info level with method,
 //! path, status, request and response formats, upstream time and codec time; flat JSON
 //! with `--log-format json`; plain text without colour escapes when stderr is not a
 //! terminal (a container's log file). And client noise (failed TLS handshakes, probes,

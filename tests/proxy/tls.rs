@@ -644,7 +644,7 @@ fn open_watch(proxy: std::net::SocketAddr) -> std::net::TcpStream {
     watch_started(send_watch(proxy))
 }
 
-/// Issue 22: with an HTTP/2 upstream (another cborgate serving h2 over TLS, in front of
+/// With an HTTP/2 upstream (docs/wire.md §5a) (another cborgate serving h2 over TLS, in front of
 /// the stand-in), watches share upstream connections up to `upstream.http2_max_streams`
 /// each, and events still arrive; `http2 = "off"` keeps one connection per watch.
 #[test]

@@ -1,4 +1,4 @@
-//! The end-to-end load harness (issue 7). One command:
+//! The end-to-end load harness. One command:
 //!
 //! ```sh
 //! bench/load.sh

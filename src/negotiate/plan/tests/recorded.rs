@@ -1,4 +1,4 @@
-//! The recorded exchanges (../corpus/exchanges), as cborgate must answer them.
+//! The recorded exchanges (`tests/data/corpus/exchanges`), as cborgate must answer them.
 
 use super::*;
 
