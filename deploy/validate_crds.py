@@ -87,7 +87,7 @@ SERVE_FLAGS = {
     "--metrics-max-resources": True,
     "--cbor-protection-user-agents": True, "--cbor-protection-max-elements": True,
     "--cbor-protection-hold-bytes": True,
-    "--log-level": True, "--log-format": True,
+    "--log-level": True, "--log-format": True, "--log-queue-lines": True,
     # Booleans: `--flag` alone is true; a value only as `--flag=true|false`.
     "--compress-responses": False, "--upstream-insecure-skip-verify": False,
     "--cbor-protection-enabled": False, "--cbor-protection-all-clients": False,

@@ -380,13 +380,30 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// RUST_LOG, when set, wins. pingora's own lines stay at `warn` unless RUST_LOG
     /// says otherwise.
     pub level: LogLevel,
     pub format: LogFormat,
+    /// Lines that may wait to be written to stderr, at least 1; when stderr does not
+    /// keep up, further lines are dropped and counted, and requests never wait.
+    pub queue_lines: usize,
+}
+
+/// The most `log.queue_lines` may be. The queue holds at most 16 MiB of lines in any
+/// case (src/ops/logs.rs); beyond a million lines a bound in lines means nothing.
+pub const MAX_LOG_QUEUE_LINES: usize = 1 << 20;
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: LogLevel::default(),
+            format: LogFormat::default(),
+            queue_lines: 16_384,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -593,6 +610,12 @@ impl Config {
             return Err(ConfigError(format!(
                 "cbor_protection.hold_bytes: {} is not between 1 and {MAX_HOLD_BYTES}",
                 p.hold_bytes
+            )));
+        }
+        if !(1..=MAX_LOG_QUEUE_LINES).contains(&self.log.queue_lines) {
+            return Err(ConfigError(format!(
+                "log.queue_lines: {} is not between 1 and {MAX_LOG_QUEUE_LINES}",
+                self.log.queue_lines
             )));
         }
         if p.user_agents.iter().any(|u| u.is_empty()) {

@@ -208,7 +208,8 @@ fn allocations_per_request_stay_pinned() {
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = cborgate::config::UpstreamMode::Legacy;
     let built = cborgate::process::server::build(config.check(None).unwrap()).unwrap();
-    std::thread::spawn(move || cborgate::process::server::run(built));
+    let no_log = cborgate::ops::logs::Flush::none();
+    std::thread::spawn(move || cborgate::process::server::run(built, no_log));
     let proxy: SocketAddr = format!("127.0.0.1:{listen}").parse().unwrap();
     let t = Instant::now();
     while TcpStream::connect(proxy).is_err() {

@@ -226,6 +226,10 @@ pub struct ServeArgs {
     /// Log level (log.level; RUST_LOG wins when set) [default: info].
     #[arg(long)]
     pub log_level: Option<crate::config::LogLevel>,
+    /// Log lines that may wait to be written to stderr; beyond, lines are dropped and
+    /// counted in cborgate_log_lines_dropped_total (log.queue_lines) [default: 16384].
+    #[arg(long, value_name = "N")]
+    pub log_queue_lines: Option<usize>,
 }
 
 /// Apply flags over the file over the defaults.
@@ -279,6 +283,7 @@ pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
     list(&mut c.server.tls_cipher_suites, &args.tls_cipher_suites);
     put(&mut c.log.format, args.log_format);
     put(&mut c.log.level, args.log_level);
+    put(&mut c.log.queue_lines, args.log_queue_lines);
     if let Some(m) = args.mode {
         c.upstream.mode = m;
     }
@@ -386,9 +391,9 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            crate::ops::logs::init(&config.log);
+            let logs = crate::ops::logs::init(&config.log);
             match crate::process::server::build(config) {
-                Ok(built) => crate::process::server::run(built),
+                Ok(built) => crate::process::server::run(built, logs),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)

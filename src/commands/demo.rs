@@ -75,7 +75,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
     config.server.admin = args.admin.clone();
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = UpstreamMode::Legacy;
-    crate::ops::logs::init(&config.log);
+    let logs = crate::ops::logs::init(&config.log);
     // Bind-check and load everything before printing: the lines must never be
     // printed for a proxy that is not there (or for whatever owns the port).
     let built = match config.check(None).and_then(crate::process::server::build) {
@@ -105,5 +105,5 @@ pub fn run(args: DemoArgs) -> ExitCode {
          \n\nCtrl-C stops.",
         admin = args.admin
     );
-    crate::process::server::run(built)
+    crate::process::server::run(built, logs)
 }

@@ -50,6 +50,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_upgrades_active",
     "cborgate_build_info",
     "cborgate_client_errors_total",
+    "cborgate_log_lines_dropped_total",
     "cborgate_upstream_resolve_failures_total",
     "cborgate_upstream_retries_total",
     "cborgate_upstream_ready",
@@ -85,6 +86,8 @@ pub struct Metrics {
     /// `kind` is one of [`CLIENT_ERROR_KINDS`]: client behaviour pingora logs as an
     /// error, counted here instead (see the `logs` module).
     pub client_errors_total: IntCounterVec,
+    /// Log lines the log's queue had no room for (see the `logs` module).
+    pub log_lines_dropped_total: IntCounter,
     pub upstream_resolve_failures_total: IntCounter,
     /// `reason` is one of [`RETRY_REASONS`].
     pub upstream_retries_total: IntCounterVec,
@@ -314,6 +317,9 @@ impl Metrics {
             client_errors_total: family!("counter", "cborgate_client_errors_total",
                 "Client connections that failed through the client's doing (TLS or HTTP/2 handshake failures and timeouts, hang-ups, malformed requests), by kind; logged at debug level only.",
                 counter(&["kind"])),
+            log_lines_dropped_total: family!("counter", "cborgate_log_lines_dropped_total",
+                "Log lines dropped rather than written to stderr: more were waiting to be written than log.queue_lines (or 16 MiB of them) while stderr did not keep up, or stderr failed. Requests never wait for the log.",
+                count),
             upstream_resolve_failures_total: family!("counter", "cborgate_upstream_resolve_failures_total",
                 "Failed DNS lookups of the upstream's host name.",
                 count),
@@ -774,6 +780,7 @@ mod tests {
             CLIENT_ERROR_KINDS.len()
         );
         for name in [
+            "cborgate_log_lines_dropped_total",
             "cborgate_upstream_resolve_failures_total",
             "cborgate_upstream_ready",
             "cborgate_panics_total",

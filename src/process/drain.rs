@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::inbound::connections::Connections;
 use crate::limits::admission::Admission;
+use crate::ops::logs::Flush;
 use async_trait::async_trait;
 use pingora::server::{ShutdownSignal, ShutdownSignalWatch};
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub struct Drain {
     times: DrainTimes,
     admission: Arc<Admission>,
     connections: Arc<Connections>,
+    /// Written out before the exit.
+    logs: Flush,
 }
 
 #[async_trait]
@@ -73,12 +76,15 @@ impl ShutdownSignalWatch for Drain {
             "SIGTERM: draining; ending watches and other long-running requests"
         );
         self.admission.end_long_running();
-        let (admission, connections, grace) =
-            (self.admission.clone(), self.connections.clone(), grace);
+        let (admission, connections, logs) = (
+            self.admission.clone(),
+            self.connections.clone(),
+            self.logs.clone(),
+        );
         // pingora's own graceful stop waits its whole grace period; this ends the
         // process as soon as nothing is left, on a thread of its own because pingora
         // stops its runtimes (and the tasks on them) once `recv` returns.
-        std::thread::spawn(move || exit_when_drained(&admission, &connections, grace));
+        std::thread::spawn(move || exit_when_drained(&admission, &connections, grace, &logs));
         ShutdownSignal::GracefulTerminate
     }
 }
@@ -88,11 +94,13 @@ impl Drain {
         times: DrainTimes,
         admission: Arc<Admission>,
         connections: Arc<Connections>,
+        logs: Flush,
     ) -> Self {
         Drain {
             times,
             admission,
             connections,
+            logs,
         }
     }
 }
@@ -109,8 +117,13 @@ fn busy(admission: &Admission, connections: &Connections) -> bool {
 }
 
 /// Exit 0 once nothing is [`busy`], or when `grace` is over, with one line saying what
-/// was still in flight.
-fn exit_when_drained(admission: &Admission, connections: &Connections, grace: Duration) -> ! {
+/// was still in flight, after every queued log line is written.
+fn exit_when_drained(
+    admission: &Admission,
+    connections: &Connections,
+    grace: Duration,
+    logs: &Flush,
+) -> ! {
     let started = Instant::now();
     while busy(admission, connections) && started.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(25));
@@ -120,5 +133,6 @@ fn exit_when_drained(admission: &Admission, connections: &Connections, grace: Du
         long_running = admission.long_running_open(),
         "drained; exiting"
     );
+    logs.flush();
     std::process::exit(0)
 }

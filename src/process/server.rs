@@ -15,6 +15,7 @@ use crate::inbound::connections::Connections;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
 use crate::ops::admin::Admin;
+use crate::ops::logs::Flush;
 use crate::process::drain::{Drain, DrainTimes};
 use crate::process::reload::Reloader;
 use crate::process::sys::raise_fd_limit;
@@ -304,8 +305,8 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
 
 /// Panics: each is counted and logged on one line. One before the listeners
 /// accept connections means a half-started process: it exits 1 instead of
-/// living on with a dead thread.
-fn install_panic_hook(started: Arc<AtomicBool>) {
+/// living on with a dead thread, after the lines logged so far.
+fn install_panic_hook(started: Arc<AtomicBool>, logs: Flush) {
     std::panic::set_hook(Box::new(move |info| {
         crate::ops::metrics::metrics().panics_total.inc();
         let location = info
@@ -321,6 +322,7 @@ fn install_panic_hook(started: Arc<AtomicBool>) {
         if started.load(Ordering::Acquire) {
             tracing::error!(%location, %message, "panic (a bug): the request it served was ended");
         } else {
+            logs.flush();
             eprintln!("cborgate: start-up failed: panic at {location}: {message}");
             std::process::exit(1);
         }
@@ -328,7 +330,13 @@ fn install_panic_hook(started: Arc<AtomicBool>) {
 }
 
 /// Wait until both listeners accept connections; exit 1 if they never do.
-fn watch_start(listen: SocketAddr, admin: SocketAddr, started: Arc<AtomicBool>, summary: String) {
+fn watch_start(
+    listen: SocketAddr,
+    admin: SocketAddr,
+    started: Arc<AtomicBool>,
+    summary: String,
+    logs: Flush,
+) {
     std::thread::spawn(move || {
         let t = Instant::now();
         let up = |a: SocketAddr| {
@@ -336,6 +344,7 @@ fn watch_start(listen: SocketAddr, admin: SocketAddr, started: Arc<AtomicBool>, 
         };
         while !(up(listen) && up(admin)) {
             if t.elapsed() > START_DEADLINE {
+                logs.flush();
                 eprintln!(
                     "cborgate: start-up failed: not accepting connections on {listen} and {admin} after {} s",
                     START_DEADLINE.as_secs()
@@ -362,13 +371,26 @@ fn loopback(a: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Run until SIGTERM (drain, exit 0) or SIGINT (exit at once).
-pub fn run(built: Built) -> ! {
+/// Run until SIGTERM (drain, exit 0) or SIGINT (exit at once). Every exit
+/// writes out the log lines still queued first (`logs`).
+pub fn run(built: Built, logs: Flush) -> ! {
     let started = Arc::new(AtomicBool::new(false));
-    install_panic_hook(started.clone());
-    watch_start(built.listen, built.admin, started, built.summary);
+    install_panic_hook(started.clone(), logs.clone());
+    watch_start(
+        built.listen,
+        built.admin,
+        started,
+        built.summary,
+        logs.clone(),
+    );
     built.server.run(RunArgs {
-        shutdown_signal: Box::new(Drain::new(built.drain, built.admission, built.connections)),
+        shutdown_signal: Box::new(Drain::new(
+            built.drain,
+            built.admission,
+            built.connections,
+            logs.clone(),
+        )),
     });
+    logs.flush();
     std::process::exit(0)
 }

@@ -384,3 +384,44 @@ fn upstream_failures_are_logged_as_upstream_failures_not_499() {
     h.wait_metric("cborgate_requests_total", &[("code", "503")], 1.0);
     assert_eq!(h.metric("cborgate_requests_total", &[("code", "499")]), 0.0);
 }
+
+/// stderr that nobody reads (a log collector that stalls) holds no request back: the
+/// lines that do not fit in `log.queue_lines` are dropped and counted in
+/// `cborgate_log_lines_dropped_total`, the others are written once stderr is read again,
+/// and the lines logged just before a SIGTERM exit are written too.
+#[test]
+fn a_stalled_stderr_holds_no_request_back_and_dropped_lines_are_counted() {
+    // A pipe holds 64 KiB and the writer thread's buffer as much again: a few hundred
+    // lines, fewer than these.
+    const N: usize = 1000;
+    // Without pingora's info lines, whose bursts at start-up and SIGTERM would not fit
+    // in this queue of 8 lines: the lines dropped are request lines only.
+    let env = [("RUST_LOG", "info,pingora=warn")];
+    let extra = ["--log-format", "json", "--log-queue-lines", "8"];
+    let mut h = Harness::start_env("legacy", &extra, StandInOptions::default(), &env, true);
+    // Nobody reads stderr yet. Each request is answered all the same.
+    let mut c = crate::support::http::Conn::connect(h.proxy);
+    for _ in 0..N {
+        let r = c.request("GET", CM, &[("Accept", "application/json")], None);
+        assert_eq!(r.status, 200);
+    }
+    drop(c);
+    h.wait_metric("cborgate_requests_total", &[], N as f64);
+    let dropped = |h: &Harness| h.metric("cborgate_log_lines_dropped_total", &[]) as usize;
+    assert!(dropped(&h) > 0, "no line dropped while stderr was not read");
+    // Now stderr is read: each request's line is either written or counted as dropped.
+    let mut lines = Lines::of(&mut h);
+    lines.wait("every request line written or counted", |seen| {
+        request_lines(seen).len() + dropped(&h) >= N
+    });
+    let (written, dropped) = (request_lines(&lines.seen).len(), dropped(&h));
+    assert_eq!(written + dropped, N, "{written} written, {dropped} dropped");
+    assert!(written > 8, "the lines queued were written: {written}");
+    // The line the drain logs just before the process exits is written.
+    crate::connections::sigterm(&h);
+    lines.wait("the drain's last line", |seen| {
+        seen.iter().any(|l| l.contains("drained; exiting"))
+    });
+    let code = crate::support::harness::wait_exit(&mut h.child, Duration::from_secs(10));
+    assert_eq!(code, Some(0));
+}
