@@ -162,8 +162,28 @@ impl Route {
             return Route::Other;
         };
         let trimmed = decoded.trim_matches('/');
-        let parts: Vec<&str> = trimmed.split('/').collect();
-        match parts.as_slice() {
+        // The segments, on the stack for any path an API request has; a longer one
+        // is collected (and classified the same way).
+        let mut stack = [""; 16];
+        let mut n = 0;
+        let mut longer = Vec::new();
+        for (i, segment) in trimmed.split('/').enumerate() {
+            if i < stack.len() {
+                stack[i] = segment;
+                n = i + 1;
+            } else {
+                if longer.is_empty() {
+                    longer.extend_from_slice(&stack);
+                }
+                longer.push(segment);
+            }
+        }
+        let parts = if longer.is_empty() {
+            &stack[..n]
+        } else {
+            &longer[..]
+        };
+        match parts {
             ["api"] | ["apis"] => Route::NoCborDiscovery,
             ["apis", group] if valid_name(group) => Route::NoCborDiscovery,
             ["api", "v1"] => Route::GroupVersionDiscovery {
@@ -635,6 +655,24 @@ mod tests {
         }
         let long = format!("/apis/{}/v1/things", "g".repeat(300));
         assert_eq!(Route::classify(&long), Route::Other);
+    }
+
+    #[test]
+    fn paths_longer_than_the_stack_segments_classify_the_same() {
+        // 16 segments fit on the stack; 17 and more are collected.
+        for extra in [9, 10, 11, 30] {
+            let tail = vec!["x"; extra].join("/");
+            let r = res(&format!("/api/v1/namespaces/ns/pods/p/log/{tail}"));
+            assert_eq!(
+                (r.resource.as_str(), r.subresource.as_deref(), r.named),
+                ("pods", Some("log"), true),
+                "{extra}"
+            );
+            let r = res(&format!("/apis/apps/v1/deployments/d/scale/{tail}/"));
+            assert_eq!(r.subresource.as_deref(), Some("scale"), "{extra}");
+        }
+        let odd = format!("/api/v1/namespaces/ns/pods//{}", vec!["x"; 20].join("/"));
+        assert_eq!(Route::classify(&odd), Route::Other);
     }
 
     #[test]

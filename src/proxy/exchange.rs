@@ -19,6 +19,7 @@ use crate::negotiate::{
 };
 use crate::ops::metrics::{count_refusal, metrics, GaugeHeld, Origin, RequestLabels};
 use bytes::Bytes;
+use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
 use std::sync::Arc;
@@ -274,7 +275,10 @@ impl Exchange {
             | BodyAction::JsonToCbor {
                 upstream_content_type,
             } => {
-                req.insert_header("Content-Type", upstream_content_type)?;
+                req.insert_header(
+                    "Content-Type",
+                    HeaderValue::from_static(upstream_content_type),
+                )?;
             }
         }
         if let Some(body) = p.request.held() {
@@ -407,16 +411,16 @@ impl Exchange {
         let Some(edits) = decision.relabel(framing) else {
             return Ok(());
         };
-        resp.insert_header("Content-Type", edits.content_type)?;
+        resp.insert_header("Content-Type", HeaderValue::from_static(edits.content_type))?;
         for h in edits.strip {
             resp.remove_header(*h);
         }
         if edits.chunked {
-            resp.insert_header("Transfer-Encoding", "chunked")?;
+            resp.insert_header("Transfer-Encoding", HeaderValue::from_static("chunked"))?;
         }
         if edits.gzip {
-            resp.insert_header("Content-Encoding", "gzip")?;
-            resp.append_header("Vary", "Accept-Encoding")?;
+            resp.insert_header("Content-Encoding", HeaderValue::from_static("gzip"))?;
+            resp.append_header("Vary", HeaderValue::from_static("Accept-Encoding"))?;
         }
         Ok(())
     }
