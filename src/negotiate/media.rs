@@ -20,6 +20,7 @@
 //! Work is bounded: one pass over the header, at most [`MAX_ACCEPT_CLAUSES`] clauses kept,
 //! no allocation per clause or parameter.
 
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -476,15 +477,20 @@ impl<'a> Iterator for RawParams<'a> {
 pub struct AcceptHeader<'a> {
     /// No header, or an empty one: the apiserver then chooses its first offer.
     empty: bool,
-    clauses: Vec<AcceptClause<'a>>,
+    /// Inline up to [`INLINE_CLAUSES`]: what clients send (kubectl's table request
+    /// has three) is parsed without an allocation.
+    clauses: SmallVec<[AcceptClause<'a>; INLINE_CLAUSES]>,
 }
+
+/// How many `Accept` clauses a parsed header holds without allocating.
+const INLINE_CLAUSES: usize = 4;
 
 impl<'a> AcceptHeader<'a> {
     /// Parses and sorts, as goautoneg `ParseAccept` does. Never fails: what goautoneg
     /// skips is skipped, and a header with nothing usable has no clauses.
     pub fn parse(header: Option<&'a str>) -> Self {
         let header = header.unwrap_or_default();
-        let mut clauses = Vec::new();
+        let mut clauses = SmallVec::new();
         let mut remaining = header;
         while !remaining.is_empty() && clauses.len() < MAX_ACCEPT_CLAUSES {
             let (part, rest) = split_first(remaining, ',');

@@ -37,9 +37,13 @@ pub struct Exchange {
 
 /// Where the request is: arrived (pingora made the context), or planned. Planning
 /// happens once, first thing in `request_filter`, before any callback that needs it.
+/// `Planned` is held inline: the context lives in the request's own future, which
+/// pingora already keeps on the heap, and a box of its own would be one more
+/// allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Stage {
     Arrived,
-    Planned(Box<Planned>),
+    Planned(Planned),
 }
 
 /// A planned request: its plan, who it is, and its bodies.
@@ -173,7 +177,7 @@ impl Exchange {
     ) {
         self.held.admitted = admitted;
         let request = RequestBody::new(&plan, declared_len, labels.resource);
-        self.stage = Stage::Planned(Box::new(Planned {
+        self.stage = Stage::Planned(Planned {
             plan,
             identity,
             pool,
@@ -181,7 +185,7 @@ impl Exchange {
             request,
             response: ResponseBody::default(),
             refused_retries: 0,
-        }));
+        });
     }
 
     fn planned(&self) -> Result<&Planned> {
