@@ -22,6 +22,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -264,8 +265,13 @@ impl Exchange {
     /// exact length, and the identity headers removed and added as decided.
     pub fn rewrite_upstream_request(&self, req: &mut RequestHeader) -> Result<()> {
         let p = self.planned()?;
-        if let Some(accept) = &p.plan.upstream_accept {
-            req.insert_header("Accept", accept.as_str())?;
+        match &p.plan.upstream_accept {
+            // A media type alone is a constant: no copy.
+            Some(Cow::Borrowed(accept)) => {
+                req.insert_header("Accept", HeaderValue::from_static(accept))?
+            }
+            Some(Cow::Owned(accept)) => req.insert_header("Accept", accept.as_str())?,
+            None => {}
         }
         if p.plan.strips_accept_encoding() {
             req.remove_header("Accept-Encoding");
