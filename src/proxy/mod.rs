@@ -272,6 +272,12 @@ impl ProxyHttp for Gate {
         Exchange::default()
     }
 
+    /// No downstream modules. pingora's default adds its response compression module
+    /// switched off (level 0), which changes nothing but costs allocations on every
+    /// request (its context and its filters' futures); cborgate compresses answers
+    /// itself (`negotiate::encoding`, `proxy::body`).
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     /// The head is complete: its deadline (`server.request_head_timeout_seconds`) stops.
     async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {
         crate::inbound::connections::head_read(session.as_downstream());
