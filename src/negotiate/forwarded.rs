@@ -54,7 +54,7 @@ pub fn forwarding(mode: ForwardedFor, sent: &[&str], peer: Option<IpAddr>) -> Fo
         };
     };
     // Go writes an IPv6 address without brackets (`net.SplitHostPort` of RemoteAddr).
-    let peer = peer.to_canonical().to_string();
+    let peer = exact_text(peer.to_canonical());
     let forwarded_for = match mode {
         // `httputil.ReverseProxy`: `strings.Join(prior, ", ") + ", " + clientIP`.
         ForwardedFor::Append if !sent.is_empty() => format!("{}, {peer}", sent.join(", ")),
@@ -63,6 +63,37 @@ pub fn forwarding(mode: ForwardedFor, sent: &[&str], peer: Option<IpAddr>) -> Fo
     Forwarding {
         forwarded_for: Some(forwarded_for),
         drop_real_ip: mode == ForwardedFor::Replace,
+    }
+}
+
+/// `ip` as text in a `String` of exactly its length: formatted on the stack first, so
+/// that it is one allocation and a header value can take it without copying.
+fn exact_text(ip: IpAddr) -> String {
+    use std::fmt::Write;
+    /// Long enough for any IPv6 address's text (45 bytes with an embedded IPv4).
+    struct Text {
+        buf: [u8; 64],
+        len: usize,
+    }
+    impl Write for Text {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let end = self.len + s.len();
+            self.buf
+                .get_mut(self.len..end)
+                .ok_or(std::fmt::Error)?
+                .copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+    let mut text = Text {
+        buf: [0; 64],
+        len: 0,
+    };
+    match write!(text, "{ip}") {
+        // Only ASCII digits, dots, colons and hex letters were written.
+        Ok(()) => String::from_utf8_lossy(&text.buf[..text.len]).into_owned(),
+        Err(_) => ip.to_string(),
     }
 }
 
@@ -124,6 +155,24 @@ mod tests {
                 },
                 "{mode:?} {sent:?} {peer:?}"
             );
+        }
+    }
+
+    #[test]
+    fn address_text_is_go_s_and_exactly_sized() {
+        for ip in [
+            "1.2.3.4",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::7",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "::ffff:1.2.3.4",
+            "fe80::1:2:3:4",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let text = exact_text(ip);
+            assert_eq!(text, ip.to_string());
+            assert_eq!(text.len(), text.capacity(), "{ip}");
         }
     }
 }

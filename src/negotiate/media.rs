@@ -20,6 +20,7 @@
 //! Work is bounded: one pass over the header, at most [`MAX_ACCEPT_CLAUSES`] clauses kept,
 //! no allocation per clause or parameter.
 
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -476,15 +477,20 @@ impl<'a> Iterator for RawParams<'a> {
 pub struct AcceptHeader<'a> {
     /// No header, or an empty one: the apiserver then chooses its first offer.
     empty: bool,
-    clauses: Vec<AcceptClause<'a>>,
+    /// Inline up to [`INLINE_CLAUSES`]: what clients send (kubectl's table request
+    /// has three) is parsed without an allocation.
+    clauses: SmallVec<[AcceptClause<'a>; INLINE_CLAUSES]>,
 }
+
+/// How many `Accept` clauses a parsed header holds without allocating.
+const INLINE_CLAUSES: usize = 4;
 
 impl<'a> AcceptHeader<'a> {
     /// Parses and sorts, as goautoneg `ParseAccept` does. Never fails: what goautoneg
     /// skips is skipped, and a header with nothing usable has no clauses.
     pub fn parse(header: Option<&'a str>) -> Self {
         let header = header.unwrap_or_default();
-        let mut clauses = Vec::new();
+        let mut clauses = SmallVec::new();
         let mut remaining = header;
         while !remaining.is_empty() && clauses.len() < MAX_ACCEPT_CLAUSES {
             let (part, rest) = split_first(remaining, ',');
@@ -570,13 +576,13 @@ impl Negotiated<'_> {
     /// parameters except `q`, in the client's order (so `as`/`g`/`v`, and any option the
     /// upstream may know and cborgate does not, survive). Every parameter the apiserver
     /// accepts for CBOR it accepts for JSON too, so the upstream never refuses it.
-    pub fn as_json_accept(&self) -> String {
+    pub fn as_json_accept(&self) -> Cow<'static, str> {
         self.as_accept(Offer::Json)
     }
 
     /// The chosen clause rewritten to `application/cbor` with the same parameters (upgrade
     /// mode: what to ask a CBOR-enabled upstream for on behalf of a JSON client).
-    pub fn as_cbor_accept(&self) -> String {
+    pub fn as_cbor_accept(&self) -> Cow<'static, str> {
         self.as_accept(Offer::Cbor)
     }
 
@@ -586,15 +592,17 @@ impl Negotiated<'_> {
         self.options.convert.is_some_and(|c| c.kind == "Table")
     }
 
-    /// The chosen clause rewritten to `offer`'s media type with the same parameters but `q`.
-    pub fn as_accept(&self, offer: Offer) -> String {
-        let mut accept = String::from(offer.media_type());
+    /// The chosen clause rewritten to `offer`'s media type with the same parameters but `q`
+    /// (the media type alone, borrowed, when there are none).
+    pub fn as_accept(&self, offer: Offer) -> Cow<'static, str> {
+        let mut accept = Cow::Borrowed(offer.media_type());
         for (key, value) in self.clause.iter().flat_map(AcceptClause::params) {
             // Control characters cannot come from a parsed header, but this function cannot
             // know where its input came from: never let one into a header value.
             if key == "q" || key.is_empty() || !is_field_text(key) || !is_field_text(value) {
                 continue;
             }
+            let accept = accept.to_mut();
             accept.push(';');
             accept.push_str(key);
             accept.push('=');
@@ -985,6 +993,10 @@ mod tests {
             json_accept("application/cbor;q=0.5").as_deref(),
             Some("application/json")
         );
+        // No parameters left: the media type itself, not a copy.
+        for h in ["application/cbor", "application/cbor;q=0.5"] {
+            assert!(matches!(json_accept(h), Some(Cow::Borrowed(_))), "{h}");
+        }
         assert_eq!(
             json_accept(
                 " application/cbor ; as=PartialObjectMetadataList ; g=meta.k8s.io;v=v1;q=1"

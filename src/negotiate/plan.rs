@@ -13,6 +13,8 @@
 //! (`a-post-cbor-acc-cbor`: 406, not 415); PATCH routes declare the patch types they consume,
 //! and the router checks `Content-Type` before `Accept` (`a-apply-cbor`).
 
+use std::borrow::Cow;
+
 use super::auto::{self, CapabilityKey, Learned};
 use super::byte_fields;
 use super::encoding;
@@ -212,7 +214,7 @@ pub struct Plan {
     /// What to do with an error response body (status 400 and above).
     pub error_response: ResponseAction,
     /// `Some`: replace every `Accept` header sent upstream with this value.
-    pub upstream_accept: Option<String>,
+    pub upstream_accept: Option<Cow<'static, str>>,
     /// `Some`: answer this and do not contact the upstream.
     pub reply: Option<LocalReply>,
     /// A watch, an upgrade or a connect subresource: no response-header timeout applies.
@@ -329,7 +331,7 @@ impl Plan {
             matches!(&self.route, Route::GroupVersionDiscovery { group, .. } if group.is_empty());
         if self.response != ResponseAction::PassThrough && !core_discovery {
             if let Some(accept) = self.upstream_accept.take() {
-                self.upstream_accept = Some(auto::cbor_first_accept(&accept));
+                self.upstream_accept = Some(Cow::Owned(auto::cbor_first_accept(&accept)));
             }
         }
     }
@@ -366,7 +368,7 @@ enum Outcome<'a> {
     /// leaves it to the upstream, labelled `native_format`, what that server answers in).
     Discovery {
         chosen: Option<Negotiated<'a>>,
-        upstream_accept: Option<String>,
+        upstream_accept: Option<Cow<'static, str>>,
         native_format: Format,
     },
     /// The server refuses the request itself.
@@ -567,7 +569,7 @@ impl<'a> Emulation<'a> {
                 json_accept,
             } => {
                 plan.response_format = response_format;
-                plan.upstream_accept = json_accept;
+                plan.upstream_accept = json_accept.map(Cow::Owned);
                 if error_statuses {
                     plan.error_response = errors;
                 }

@@ -105,18 +105,113 @@ pub enum Route {
     Other,
 }
 
+/// A group, version, resource or subresource name from a request path: held inline
+/// when it is short (every built-in resource's names are), so that classifying a
+/// request allocates nothing; on the heap when longer (up to a DNS name's 253 bytes).
+#[derive(Clone)]
+pub struct Name(NameRepr);
+
+#[derive(Clone)]
+enum NameRepr {
+    Inline { len: u8, bytes: [u8; INLINE_NAME] },
+    Heap(Box<str>),
+}
+
+/// The longest name held inline (`mutatingwebhookconfigurations` is 29 bytes).
+const INLINE_NAME: usize = 30;
+
+impl Name {
+    pub fn new(name: &str) -> Name {
+        match u8::try_from(name.len()) {
+            Ok(len) if name.len() <= INLINE_NAME => {
+                let mut bytes = [0; INLINE_NAME];
+                bytes[..name.len()].copy_from_slice(name.as_bytes());
+                Name(NameRepr::Inline { len, bytes })
+            }
+            _ => Name(NameRepr::Heap(name.into())),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // Whole `str`s copied in: always UTF-8.
+            NameRepr::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            NameRepr::Heap(s) => s,
+        }
+    }
+}
+
+impl Default for Name {
+    fn default() -> Name {
+        Name::new("")
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Name {}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<Name> for str {
+    fn eq(&self, other: &Name) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<Name> for &str {
+    fn eq(&self, other: &Name) -> bool {
+        *self == other.as_str()
+    }
+}
+
 /// A resource request, without the namespace or object name (which must never become a
 /// label or a cache key).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceRoute {
     /// The API group, `""` for the core group.
-    pub group: String,
+    pub group: Name,
     /// The API version.
-    pub version: String,
+    pub version: Name,
     /// The resource, e.g. `configmaps`.
-    pub resource: String,
+    pub resource: Name,
     /// The subresource, e.g. `status`, `scale`, `exec`.
-    pub subresource: Option<String>,
+    pub subresource: Option<Name>,
     /// Addressed under `/namespaces/<ns>/`.
     pub namespaced: bool,
     /// Addresses one object (a name follows the resource) rather than a collection.
@@ -162,8 +257,28 @@ impl Route {
             return Route::Other;
         };
         let trimmed = decoded.trim_matches('/');
-        let parts: Vec<&str> = trimmed.split('/').collect();
-        match parts.as_slice() {
+        // The segments, on the stack for any path an API request has; a longer one
+        // is collected (and classified the same way).
+        let mut stack = [""; 16];
+        let mut n = 0;
+        let mut longer = Vec::new();
+        for (i, segment) in trimmed.split('/').enumerate() {
+            if i < stack.len() {
+                stack[i] = segment;
+                n = i + 1;
+            } else {
+                if longer.is_empty() {
+                    longer.extend_from_slice(&stack);
+                }
+                longer.push(segment);
+            }
+        }
+        let parts = if longer.is_empty() {
+            &stack[..n]
+        } else {
+            &longer[..]
+        };
+        match parts {
             ["api"] | ["apis"] => Route::NoCborDiscovery,
             ["apis", group] if valid_name(group) => Route::NoCborDiscovery,
             ["api", "v1"] => Route::GroupVersionDiscovery {
@@ -236,13 +351,13 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
     };
     let subresource = match parts.get(2) {
         Some(sub) if !valid_name(sub) => return Route::Other,
-        Some(sub) => Some((*sub).to_owned()),
+        Some(sub) => Some(Name::new(sub)),
         None => None,
     };
     Route::Resource(ResourceRoute {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        resource: resource.to_owned(),
+        group: Name::new(group),
+        version: Name::new(version),
+        resource: Name::new(resource),
         subresource,
         namespaced,
         named,
@@ -635,6 +750,48 @@ mod tests {
         }
         let long = format!("/apis/{}/v1/things", "g".repeat(300));
         assert_eq!(Route::classify(&long), Route::Other);
+    }
+
+    #[test]
+    fn names_of_any_length_read_back_whole() {
+        let long = "g".repeat(MAX_NAME_LEN);
+        for text in [
+            "",
+            "v1",
+            "mutatingwebhookconfigurations",
+            &long[..31],
+            &long,
+        ] {
+            let name = Name::new(text);
+            assert_eq!(name.as_str(), text);
+            assert_eq!(name, text);
+            assert_eq!(name, Name::new(text));
+            assert_eq!(format!("{name:?}"), format!("{text:?}"));
+        }
+        assert_ne!(Name::new("pods"), Name::new("pod"));
+        let r = res(&format!("/apis/{long}/v1/{}/x", &long[..40]));
+        assert_eq!(
+            (r.group.as_str(), r.resource.as_str()),
+            (&long[..], &long[..40])
+        );
+    }
+
+    #[test]
+    fn paths_longer_than_the_stack_segments_classify_the_same() {
+        // 16 segments fit on the stack; 17 and more are collected.
+        for extra in [9, 10, 11, 30] {
+            let tail = vec!["x"; extra].join("/");
+            let r = res(&format!("/api/v1/namespaces/ns/pods/p/log/{tail}"));
+            assert_eq!(
+                (r.resource.as_str(), r.subresource.as_deref(), r.named),
+                ("pods", Some("log"), true),
+                "{extra}"
+            );
+            let r = res(&format!("/apis/apps/v1/deployments/d/scale/{tail}/"));
+            assert_eq!(r.subresource.as_deref(), Some("scale"), "{extra}");
+        }
+        let odd = format!("/api/v1/namespaces/ns/pods//{}", vec!["x"; 20].join("/"));
+        assert_eq!(Route::classify(&odd), Route::Other);
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl Plan {
     /// names it (`deployments.apps`), never a namespace or an object name.
     fn refusal(&self, status: u16) -> String {
         let what = match &self.route {
-            Route::Resource(r) if r.group.is_empty() => r.resource.clone(),
+            Route::Resource(r) if r.group.is_empty() => r.resource.to_string(),
             Route::Resource(r) => format!("{}.{}", r.resource, r.group),
             // Upgrade mode makes only resource requests CBOR.
             _ => "a request".into(),

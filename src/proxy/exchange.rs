@@ -19,8 +19,10 @@ use crate::negotiate::{
 };
 use crate::ops::metrics::{count_refusal, metrics, GaugeHeld, Origin, RequestLabels};
 use bytes::Bytes;
+use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,9 +38,13 @@ pub struct Exchange {
 
 /// Where the request is: arrived (pingora made the context), or planned. Planning
 /// happens once, first thing in `request_filter`, before any callback that needs it.
+/// `Planned` is held inline: the context lives in the request's own future, which
+/// pingora already keeps on the heap, and a box of its own would be one more
+/// allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Stage {
     Arrived,
-    Planned(Box<Planned>),
+    Planned(Planned),
 }
 
 /// A planned request: its plan, who it is, and its bodies.
@@ -172,7 +178,7 @@ impl Exchange {
     ) {
         self.held.admitted = admitted;
         let request = RequestBody::new(&plan, declared_len, labels.resource);
-        self.stage = Stage::Planned(Box::new(Planned {
+        self.stage = Stage::Planned(Planned {
             plan,
             identity,
             pool,
@@ -180,7 +186,7 @@ impl Exchange {
             request,
             response: ResponseBody::default(),
             refused_retries: 0,
-        }));
+        });
     }
 
     fn planned(&self) -> Result<&Planned> {
@@ -259,8 +265,13 @@ impl Exchange {
     /// exact length, and the identity headers removed and added as decided.
     pub fn rewrite_upstream_request(&self, req: &mut RequestHeader) -> Result<()> {
         let p = self.planned()?;
-        if let Some(accept) = &p.plan.upstream_accept {
-            req.insert_header("Accept", accept.as_str())?;
+        match &p.plan.upstream_accept {
+            // A media type alone is a constant: no copy.
+            Some(Cow::Borrowed(accept)) => {
+                req.insert_header("Accept", HeaderValue::from_static(accept))?
+            }
+            Some(Cow::Owned(accept)) => req.insert_header("Accept", accept.as_str())?,
+            None => {}
         }
         if p.plan.strips_accept_encoding() {
             req.remove_header("Accept-Encoding");
@@ -274,7 +285,10 @@ impl Exchange {
             | BodyAction::JsonToCbor {
                 upstream_content_type,
             } => {
-                req.insert_header("Content-Type", upstream_content_type)?;
+                req.insert_header(
+                    "Content-Type",
+                    HeaderValue::from_static(upstream_content_type),
+                )?;
             }
         }
         if let Some(body) = p.request.held() {
@@ -407,16 +421,16 @@ impl Exchange {
         let Some(edits) = decision.relabel(framing) else {
             return Ok(());
         };
-        resp.insert_header("Content-Type", edits.content_type)?;
+        resp.insert_header("Content-Type", HeaderValue::from_static(edits.content_type))?;
         for h in edits.strip {
             resp.remove_header(*h);
         }
         if edits.chunked {
-            resp.insert_header("Transfer-Encoding", "chunked")?;
+            resp.insert_header("Transfer-Encoding", HeaderValue::from_static("chunked"))?;
         }
         if edits.gzip {
-            resp.insert_header("Content-Encoding", "gzip")?;
-            resp.append_header("Vary", "Accept-Encoding")?;
+            resp.insert_header("Content-Encoding", HeaderValue::from_static("gzip"))?;
+            resp.append_header("Vary", HeaderValue::from_static("Accept-Encoding"))?;
         }
         Ok(())
     }

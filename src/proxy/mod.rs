@@ -47,6 +47,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
 use pingora::{Error, ErrorType};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 use transcode::CodecSettings;
@@ -66,17 +67,19 @@ pub struct Gate {
     hold: hold::Hold,
 }
 
-/// Join every value of a header with ", " (RFC 9110 list semantics).
-fn header_list(req: &RequestHeader, name: &str) -> Option<String> {
-    let mut out: Option<String> = None;
+/// Join every value of a header with ", " (RFC 9110 list semantics). A single value,
+/// the common case, is borrowed from the request head; joining several allocates.
+fn header_list<'r>(req: &'r RequestHeader, name: &str) -> Option<Cow<'r, str>> {
+    let mut out: Option<Cow<'r, str>> = None;
     for v in req.headers.get_all(name) {
         let s = String::from_utf8_lossy(v.as_bytes());
         match &mut out {
             Some(o) => {
+                let o = o.to_mut();
                 o.push_str(", ");
                 o.push_str(&s);
             }
-            None => out = Some(s.into_owned()),
+            None => out = Some(s),
         }
     }
     out
@@ -268,6 +271,12 @@ impl ProxyHttp for Gate {
     fn new_ctx(&self) -> Exchange {
         Exchange::default()
     }
+
+    /// No downstream modules. pingora's default adds its response compression module
+    /// switched off (level 0), which changes nothing but costs allocations on every
+    /// request (its context and its filters' futures); cborgate compresses answers
+    /// itself (`negotiate::encoding`, `proxy::body`).
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
 
     /// The head is complete: its deadline (`server.request_head_timeout_seconds`) stops.
     async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {

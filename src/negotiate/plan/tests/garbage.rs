@@ -31,7 +31,10 @@ fn check_invariants(h: &RequestHead<'_>) {
         if mode == UpstreamMode::Auto && p.upstream_accept != legacy {
             let json = legacy.clone().expect("auto rewrites only an Accept it has");
             let cbor = json.replacen(JSON, CBOR, 1);
-            assert_eq!(p.upstream_accept, Some(format!("{cbor}, {json};q=0.9")));
+            assert_eq!(
+                p.upstream_accept.as_deref(),
+                Some(format!("{cbor}, {json};q=0.9").as_str())
+            );
         }
         let checked = if mode == UpstreamMode::Auto {
             &legacy
