@@ -8,7 +8,6 @@
 //!
 //! [`ClientFamily::ALL`]: super::client::ClientFamily::ALL
 
-use super::client;
 use super::route::Route;
 
 /// `group` and `resource` of a discovery request (`/api`, `/apis`, `/apis/<group>`,
@@ -56,11 +55,6 @@ pub fn resource_key(route: &Route) -> ResourceKey<'_> {
     }
 }
 
-/// The `client` label: the family its `User-Agent` names ([`client::identify`]).
-pub fn client_label(user_agent: Option<&str>) -> &'static str {
-    client::identify(user_agent).family.label()
-}
-
 /// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a
 /// letter or digit.
 fn is_dns_label(s: &str) -> bool {
@@ -86,6 +80,7 @@ fn is_resource(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::negotiate::client;
 
     #[test]
     fn routes_name_a_bounded_group_and_resource() {
@@ -165,10 +160,13 @@ mod tests {
     #[test]
     fn client_labels_are_the_family() {
         assert_eq!(
-            client_label(Some("kubelet/v1.35.2 (linux/amd64) kubernetes/abc")),
+            client::identify(Some("kubelet/v1.35.2 (linux/amd64) kubernetes/abc"))
+                .family
+                .label(),
             "kubelet"
         );
-        assert_eq!(client_label(Some("my-operator/v0.1.0")), "other");
-        assert_eq!(client_label(None), "other");
+        let label = |ua| client::identify(ua).family.label();
+        assert_eq!(label(Some("my-operator/v0.1.0")), "other");
+        assert_eq!(label(None), "other");
     }
 }

@@ -568,10 +568,10 @@ impl ResourceLabels {
     }
 
     /// The labels of a request to `route` from `user_agent`.
-    pub fn request(&self, route: &Route, user_agent: Option<&str>) -> RequestLabels {
+    pub fn request(&self, route: &Route, client: ClientFamily) -> RequestLabels {
         RequestLabels {
             resource: self.resolve(labels::resource_key(route)),
-            client: labels::client_label(user_agent),
+            client: client.label(),
         }
     }
 
@@ -723,6 +723,7 @@ pub fn metrics() -> &'static Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::negotiate::client::identify;
 
     #[test]
     fn every_family_is_listed_from_start_up() {
@@ -1004,15 +1005,15 @@ mod tests {
     fn request_labels_name_route_and_client() {
         let labels = ResourceLabels::new(10);
         let route = Route::classify("/apis/apps/v1/namespaces/demo/deployments/web");
-        let l = labels.request(
-            &route,
-            Some("kube-controller-manager/v1.35.2 (linux/amd64) kubernetes/abc"),
-        );
+        let client = identify(Some(
+            "kube-controller-manager/v1.35.2 (linux/amd64) kubernetes/abc",
+        ));
+        let l = labels.request(&route, client.family);
         assert_eq!(
             RequestLabels::values(Some(l)),
             ["apps", "deployments", "kube-controller-manager"]
         );
-        let l = labels.request(&Route::classify("/version"), None);
+        let l = labels.request(&Route::classify("/version"), identify(None).family);
         assert_eq!(
             RequestLabels::values(Some(l)),
             [NON_RESOURCE, NON_RESOURCE, "other"]

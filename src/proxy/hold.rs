@@ -23,7 +23,7 @@
 use super::{Exchange, Gate};
 use crate::codec::{Breadth, BreadthScanner};
 use crate::config::Config;
-use crate::negotiate::client::{identify, ClientFamily};
+use crate::negotiate::client::{ClientAgent, ClientFamily};
 use crate::negotiate::protect::{self, Protection, Reason, Verdict};
 use crate::ops::metrics::metrics;
 use bytes::Bytes;
@@ -62,16 +62,21 @@ impl Hold {
     /// Decide whether an admitted request is protected (remembered in
     /// [`Exchange::protected`], with its client family for the metric) and whether
     /// it is held (`true`: answer it with [`serve`]).
-    pub fn protect(&self, session: &mut Session, ex: &mut Exchange) -> bool {
+    /// `agent` is what the request's `User-Agent` names, `declared` its `Content-Length`
+    /// (both read by `request_filter`).
+    pub fn protect(
+        &self,
+        session: &mut Session,
+        ex: &mut Exchange,
+        agent: ClientAgent,
+        declared: Option<u64>,
+    ) -> bool {
         let req = session.req_header();
-        let text = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok());
-        let user_agent = text("user-agent");
-        let agent = identify(user_agent);
+        let user_agent = req.headers.get("user-agent").and_then(|v| v.to_str().ok());
         if !self.protection.old_limits(agent, user_agent) {
             return false;
         }
         let accept = super::header_list(req, "accept");
-        let declared = text("content-length").and_then(|v| v.trim().parse().ok());
         let held = ex.protect_with(|plan| {
             let protected = self.protection.protects(plan, true, accept.as_deref());
             let held = self.protection.holds(plan, protected, declared);

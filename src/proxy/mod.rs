@@ -33,6 +33,7 @@ pub mod upstream;
 use crate::config::Config;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
+use crate::negotiate::client::identify as identify_client;
 use crate::negotiate::response::drain_ends_cleanly;
 use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
@@ -288,9 +289,10 @@ impl ProxyHttp for Gate {
         let who = identity::decide(session, &self.identity_headers);
         let pool = identity::pool_of(session, &who);
         let (plan, head_bytes, declared_len) = self.plan(session);
+        // Who the client is, read once: its metric label and whether it is protected.
         let user_agent = session.req_header().headers.get("user-agent");
-        let user_agent = user_agent.and_then(|v| v.to_str().ok());
-        let labels = self.codecs.labels.request(&plan.route, user_agent);
+        let client = identify_client(user_agent.and_then(|v| v.to_str().ok()));
+        let labels = self.codecs.labels.request(&plan.route, client.family);
         let facts = HeadFacts {
             identity: &who,
             head_bytes,
@@ -316,7 +318,9 @@ impl ProxyHttp for Gate {
                 self.answer(session, ex, &r, Connection::Reusable).await?;
                 Ok(true)
             }
-            None if self.hold.protect(session, ex) => hold::serve(self, session, ex).await,
+            None if self.hold.protect(session, ex, client, declared_len) => {
+                hold::serve(self, session, ex).await
+            }
             None => Ok(false),
         }
     }
