@@ -114,6 +114,9 @@ pub enum Retry {
 }
 
 impl Retry {
+    /// The retries `cborgate_upstream_retries_total` counts, each with its `reason`.
+    pub const COUNTED: [Retry; 2] = [Retry::Refused, Retry::Connection];
+
     /// The `reason` label; the replay has none (it is a fallback).
     pub const fn label(self) -> Option<&'static str> {
         match self {

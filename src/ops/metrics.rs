@@ -15,6 +15,7 @@ use crate::codec::Reason;
 use crate::negotiate::client::ClientFamily;
 use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
 use crate::negotiate::labels::{self, ResourceKey, DISCOVERY, NON_RESOURCE, OTHER};
+use crate::negotiate::pool::Retry;
 use crate::negotiate::protect::Reason as ProtectReason;
 use crate::negotiate::Route;
 use prometheus::{
@@ -89,7 +90,9 @@ pub struct Metrics {
     /// Log lines the log's queue had no room for (see the `logs` module).
     pub log_lines_dropped_total: IntCounter,
     pub upstream_resolve_failures_total: IntCounter,
-    /// `reason` is one of [`RETRY_REASONS`].
+    /// `reason` is a [`Retry::COUNTED`] label: `refused`, the upstream refused the request
+    /// unprocessed (an HTTP/2 GOAWAY or REFUSED_STREAM); `connection`, an idempotent
+    /// request whose reused connection failed.
     pub upstream_retries_total: IntCounterVec,
     pub upstream_ready: IntGauge,
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
@@ -190,12 +193,6 @@ pub const RELOAD_FILES: [&str; 5] = [
 ];
 /// The `result` label values of `cborgate_reloads_total`.
 pub const RELOAD_RESULTS: [&str; 2] = ["success", "failure"];
-
-/// The `reason` label of `cborgate_upstream_retries_total` (src/proxy/replay.rs,
-/// `decide_retry`): `refused`, the upstream refused the request unprocessed (an HTTP/2
-/// GOAWAY or REFUSED_STREAM); `connection`, an idempotent request whose reused
-/// connection failed.
-pub const RETRY_REASONS: [&str; 2] = ["refused", "connection"];
 
 /// The `fallbacks_total` reasons the proxy counts (src/proxy/mod.rs, where the
 /// upstream answers 415 to a CBOR body and the request is replayed as JSON).
@@ -401,7 +398,7 @@ impl Metrics {
             self.codec_duration_seconds
                 .with_label_values(&[direction, from, to, group, resource]);
         }
-        for reason in RETRY_REASONS {
+        for reason in Retry::COUNTED.iter().filter_map(|r| r.label()) {
             self.upstream_retries_total.with_label_values(&[reason]);
         }
         for direction in ["request", "response"] {

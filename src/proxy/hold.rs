@@ -24,6 +24,7 @@ use super::{Exchange, Gate};
 use crate::codec::{Breadth, BreadthScanner};
 use crate::config::Config;
 use crate::negotiate::client::{ClientAgent, ClientFamily};
+use crate::negotiate::pool::Retry;
 use crate::negotiate::protect::{self, Protection, Reason, Verdict};
 use crate::ops::metrics::metrics;
 use bytes::Bytes;
@@ -176,9 +177,10 @@ async fn connect(
                 if !reused || tries > POOLED_TRIES {
                     return Err(e);
                 }
+                let reason = Retry::Connection.label().unwrap_or_default();
                 metrics()
                     .upstream_retries_total
-                    .with_label_values(&["connection"])
+                    .with_label_values(&[reason])
                     .inc();
             }
         }
