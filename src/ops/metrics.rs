@@ -124,6 +124,8 @@ pub enum Origin {
 }
 
 impl Origin {
+    pub const ALL: [Origin; 2] = [Origin::Proxy, Origin::Upstream];
+
     const fn label(self) -> &'static str {
         match self {
             Origin::Proxy => "proxy",
@@ -382,7 +384,7 @@ impl Metrics {
         let [group, resource, client] = ZERO_LABELS;
         self.requests_total
             .with_label_values(&["GET", "503", "none", "json", group, resource, client]);
-        for origin in ["proxy", "upstream"] {
+        for origin in Origin::ALL.map(Origin::label) {
             self.unsupported_media_type_total
                 .with_label_values(&[origin, group, resource, client]);
             self.not_acceptable_total
