@@ -567,12 +567,6 @@ pub enum UpgradeProtocol {
 }
 
 impl UpgradeProtocol {
-    pub const ALL: [UpgradeProtocol; 3] = [
-        UpgradeProtocol::Spdy,
-        UpgradeProtocol::WebSocket,
-        UpgradeProtocol::Other,
-    ];
-
     /// Reads the `Upgrade` header's value (case ignored).
     pub fn of(upgrade: Option<&str>) -> UpgradeProtocol {
         let Some(v) = upgrade.map(str::trim) else {
