@@ -182,6 +182,12 @@ fn upstream_reset(s: &mut Suite) {
             &[("verb", "WATCH")],
         ) >= 1.0
     });
+    // The request log is written in batches (ops::logs): the watch's line may
+    // follow its metric by a flush interval.
+    let logged = |l: &str| l.contains("verb=\"WATCH\"") || l.contains("path=/api/v1 ");
+    crate::procs::eventually(10, "both requests logged", || {
+        gate.svc.log_text().lines().filter(|l| logged(l)).count() >= 2
+    });
     let m = gate.metrics();
     let log = gate.svc.log_text();
     gate.svc.stop();
@@ -191,7 +197,7 @@ fn upstream_reset(s: &mut Suite) {
     let client_gone = metric_sum(&m, "cborgate_requests_total", &[("code", "499")]);
     let lines: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("verb=\"WATCH\"") || l.contains("path=/api/v1 "))
+        .filter(|l| logged(l))
         .collect();
     eprintln!(
         "the reset stream and the watch whose upstream died:\n{}",
