@@ -40,6 +40,19 @@ pub enum Schema {
     Unknown,
 }
 
+impl Schema {
+    /// No value can be a `[]byte` field, nor a byte string refused for its field: a typed
+    /// kind without `[]byte` fields (a Pod, a Lease) reads exactly as an unstructured body,
+    /// so the transcoder may take its fast paths.
+    pub fn marks_nothing(self) -> bool {
+        match self {
+            Schema::Unstructured => true,
+            Schema::Typed(paths) => paths.is_empty(),
+            Schema::Unknown => false,
+        }
+    }
+}
+
 /// The most paths a typed schema may list: one bit each.
 pub const MAX_PATHS: usize = 8;
 

@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// (server.http2_max_streams) [default: 250].
     #[arg(long, value_name = "N")]
     pub http2_max_streams: Option<u32>,
+    /// Bytes of response an HTTP/1.1 client connection gathers before a write, so a head
+    /// and a small body go out together; 0 = none (server.write_buffer_bytes)
+    /// [default: 16384].
+    #[arg(long, value_name = "BYTES")]
+    pub write_buffer_bytes: Option<usize>,
     /// Largest request head accepted, bytes; 431 beyond (server.max_header_bytes)
     /// [default: 1048575].
     #[arg(long, value_name = "BYTES")]
@@ -313,6 +318,7 @@ pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
         );
         put(&mut s.max_connections, args.max_connections);
         put(&mut s.http2_max_streams, args.http2_max_streams);
+        put(&mut s.write_buffer_bytes, args.write_buffer_bytes);
         put(&mut s.max_header_bytes, args.max_header_bytes);
         put(&mut s.max_requests_inflight, args.max_requests_inflight);
         put(

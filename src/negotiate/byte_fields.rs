@@ -228,14 +228,6 @@ pub struct TypedKind {
     pub version: &'static str,
 }
 
-/// Whether a typed body under `schema` may have a `[]byte` field (or fields not known).
-pub fn may_hold_bytes(schema: Schema) -> bool {
-    match schema {
-        Schema::Unstructured => false,
-        Schema::Typed(fields) => !fields.is_empty(),
-        Schema::Unknown => true,
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -407,7 +407,7 @@ impl<'a> Emulation<'a> {
         // §3, byte fields).
         // Looked up only for such a body, not for every request.
         let may_hold_bytes = || match &route {
-            Route::Resource(r) => byte_fields::may_hold_bytes(byte_fields::typed_body(r)),
+            Route::Resource(r) => !byte_fields::typed_body(r).marks_nothing(),
             _ => false,
         };
         let body_as_cbor = match (method, content_type.as_ref().map(ContentType::media_type)) {

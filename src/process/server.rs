@@ -213,8 +213,14 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     // No L4 read buffer (pingora's default is 64 KiB per connection, zeroed when the
     // connection is accepted): pingora's HTTP/1 session reads the head and the body into
     // buffers of its own, so an idle connection then costs a few KiB instead of 64.
-    let endpoint =
-        || ListenerConfig::tcp(listen.to_string()).l4_buffer(L4BufferSettings::default().read(0));
+    // The write buffer (pingora's default: 1,460 bytes) is `server.write_buffer_bytes`:
+    // pingora writes a response head and its body separately, and with the default a
+    // 7 KB answer left as two sends, each a TCP segment that wakes the client
+    // (strace in bench/README.md); gathered, it is one.
+    let buffers = L4BufferSettings::default()
+        .read(0)
+        .write(config.server.write_buffer_bytes);
+    let endpoint = || ListenerConfig::tcp(listen.to_string()).l4_buffer(buffers);
     let scheme = match &serving {
         None => {
             proxy.add_listener(endpoint());

@@ -357,6 +357,45 @@ fn routes_pick_their_schema_end_to_end() {
     );
 }
 
+/// A typed kind without `[]byte` fields (a Pod) reads exactly as an unstructured body, so
+/// the transcoder takes its fast paths for it (`Schema::marks_nothing`): the general path,
+/// following a schema whose one path never matches, writes the same JSON and refuses the
+/// same input.
+#[test]
+fn a_kind_without_byte_fields_reads_as_unstructured() {
+    const NEVER: Schema = Schema::Typed(&[&[Key("no-such-field"), AnyKey]]);
+    let pod = schema_of("/api/v1/namespaces/a/pods");
+    assert_eq!(pod, Schema::Typed(&[]));
+    assert!(pod.marks_nothing() && Schema::Unstructured.marks_nothing());
+    assert!(!NEVER.marks_nothing() && !CM.marks_nothing() && !Schema::Unknown.marks_nothing());
+    let bodies = [
+        cm(tag(22, b(b"\x00\x01"))),
+        map(vec![
+            (t("kind"), t("Pod")),
+            (t("b"), b(b"\xff\x00")),
+            (t("t21"), tag(21, b(b"\x01"))),
+            (t("t23"), tag(23, b(b"\x02\x03"))),
+            (t("time"), tag(0, t("2024-01-02T03:04:05Z"))),
+            (t("n"), arr(vec![head(0, 7), head(1, 3), t("caf\u{e9}")])),
+            (tag(22, b(b"k")), t("tagged key")),
+        ]),
+        map(vec![(t("a"), t("x")), (t("a"), t("y"))]),
+        arr(vec![t("\u{1}\"quoted\""), map(vec![])]),
+    ];
+    for body in &bodies {
+        let unstructured = json(Schema::Unstructured, body);
+        assert_eq!(json(pod, body), unstructured, "{body:?}");
+        assert_eq!(json(NEVER, body), unstructured, "{body:?}");
+    }
+}
+
+fn schema_of(path: &str) -> Schema {
+    match Route::classify(path) {
+        Route::Resource(r) => typed_body(&r),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// JSON → CBOR of a response with `schema`, at every cut.
 fn response_cbor(schema: Schema, watch: bool, window: usize, json: &str) -> Vec<u8> {
     use cborgate::codec::{JsonToCbor, JsonToCborOptions};

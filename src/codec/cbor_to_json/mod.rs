@@ -9,8 +9,8 @@
 //! partial head, a partial UTF-8 sequence, the keys of open maps (duplicate
 //! detection), the text of a tag-0 time and, with a field schema
 //! ([`super::fields`]), one position per open container and the current key's first
-//! 32 bytes. With a schema the fast paths are off: every item takes the general path,
-//! where the schema is followed. The JSON text itself (escapes,
+//! 32 bytes. With a schema that has `[]byte` fields (or is unknown) the fast paths are off:
+//! every item takes the general path, where the schema is followed. The JSON text itself (escapes,
 //! base64, Go's number text) is written by `json_text.rs`.
 //!
 //! Here are the transcoder's state, its public interface, the stack and the ends of
@@ -107,7 +107,8 @@ pub struct CborToJson {
     keys: KeySets<()>,
     /// Where an encoded key's text starts in `out` (for duplicate detection).
     enc_key_start: usize,
-    /// `opts.schema` is [`Schema::Unstructured`]: no field bookkeeping, fast paths on.
+    /// `opts.schema` marks no field ([`Schema::marks_nothing`]): no field bookkeeping, fast
+    /// paths on.
     plain: bool,
     /// With a schema: the position of each open array and map, innermost last.
     positions: Vec<Position>,
@@ -156,7 +157,7 @@ impl CborToJson {
             b64: GoBase64::new(),
             keys: KeySets::new(),
             enc_key_start: 0,
-            plain: opts.schema == Schema::Unstructured,
+            plain: opts.schema.marks_nothing(),
             positions: Vec::new(),
             pos: Position::top(Schema::Unstructured),
             next_value: Position::top(Schema::Unstructured),
