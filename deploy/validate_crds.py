@@ -77,7 +77,7 @@ SERVE_FLAGS = {
     "--shutdown-delay-seconds": True, "--grace-period-seconds": True,
     "--threads": True, "--idle-timeout-seconds": True, "--request-read-timeout-seconds": True,
     "--request-head-timeout-seconds": True, "--max-connections": True,
-    "--http2-max-streams": True, "--max-header-bytes": True, "--max-requests-inflight": True,
+    "--http2-max-streams": True, "--write-buffer-bytes": True, "--max-header-bytes": True, "--max-requests-inflight": True,
     "--max-long-running-requests": True, "--max-buffered-body-bytes": True,
     "--upstream-connect-timeout-ms": True, "--upstream-response-header-timeout-seconds": True,
     "--upstream-max-request-body-bytes": True, "--upstream-capability-ttl-seconds": True,

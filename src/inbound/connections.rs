@@ -22,7 +22,7 @@ use pingora::protocols::{
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -122,12 +122,17 @@ impl Connections {
     /// Wrap an HTTP/1 client stream: its first head must be complete within the
     /// head timeout from now.
     pub fn wrap(self: &Arc<Self>, inner: Stream, held: Held) -> Conn {
+        // A stream on a socket carries its socket's digest, and its id is the socket's
+        // descriptor (pingora's l4 `Stream`, and the TLS stream over it, say so).
+        let socket = inner.get_socket_digest().map(|_| inner.id());
         Conn {
+            socket,
             inner,
             phase: AtomicU8::new(HEAD),
             arriving: AtomicU8::new(0),
             deadline: Box::pin(tokio::time::sleep(self.head_timeout)),
             connections: self.clone(),
+            gathering: AtomicBool::new(false),
             _held: held,
         }
     }
@@ -150,6 +155,11 @@ pub struct Conn {
     arriving: AtomicU8,
     deadline: Pin<Box<Sleep>>,
     connections: Arc<Connections>,
+    /// The client's socket, for [`gather`]; `None` for a stream on no socket.
+    socket: Option<UniqueIDType>,
+    /// `TCP_CORK` is on: this response's writes go out as full segments, the rest when
+    /// it ends ([`gather`], [`release`]).
+    gathering: AtomicBool,
     _held: Held,
 }
 
@@ -179,6 +189,24 @@ impl Conn {
         }
     }
 
+    /// Hold partial segments back (`TCP_CORK`) until [`Conn::release`]: the head, the
+    /// chunks and the terminating chunk that pingora flushes one by one leave as one
+    /// segment where they fit in one. Linux sends what is held after 200 ms at most
+    /// (tcp(7)), so a release that never came would delay, never lose, the end.
+    fn gather(&self) {
+        let Some(fd) = self.socket else { return };
+        if !self.gathering.swap(true, Ordering::AcqRel) && !cork(fd, true) {
+            self.gathering.store(false, Ordering::Release);
+        }
+    }
+
+    /// Send what [`Conn::gather`] held back, now.
+    fn release(&self) {
+        if let (Some(fd), true) = (self.socket, self.gathering.swap(false, Ordering::AcqRel)) {
+            cork(fd, false);
+        }
+    }
+
     /// The `Conn` inside a pingora session's stream, if it is one (HTTP/1 only).
     pub fn of(stream: &Stream) -> Option<&Conn> {
         stream.as_any().downcast_ref::<Conn>()
@@ -191,6 +219,39 @@ pub fn head_read(session: &pingora::protocols::http::ServerSession) {
     if let Some(conn) = session.stream().and_then(Conn::of) {
         conn.head_read();
     }
+}
+
+/// This response's writes leave in full segments until [`release`] (`TCP_CORK`; see
+/// [`crate::negotiate::response::Relabel::gather`]). Nothing for HTTP/2.
+pub fn gather(session: &pingora::protocols::http::ServerSession) {
+    if let Some(conn) = session.stream().and_then(Conn::of) {
+        conn.gather();
+    }
+}
+
+/// The response is over: what [`gather`] held back leaves now. Called for every
+/// request; nothing when nothing was gathered.
+pub fn release(session: &pingora::protocols::http::ServerSession) {
+    if let Some(conn) = session.stream().and_then(Conn::of) {
+        conn.release();
+    }
+}
+
+/// Sets or clears `TCP_CORK` on the client's socket; false if the socket refused.
+fn cork(fd: UniqueIDType, on: bool) -> bool {
+    let value: libc::c_int = on.into();
+    // SAFETY: `fd` is the socket this Conn owns, open for as long as the Conn; the
+    // option value is a c_int that lives across the call, and its size is passed.
+    let set = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            std::ptr::from_ref(&value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    set == 0
 }
 
 impl Drop for Conn {

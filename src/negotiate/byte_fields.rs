@@ -228,7 +228,6 @@ pub struct TypedKind {
     pub version: &'static str,
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -236,6 +236,12 @@ pub struct Relabel {
     /// `Content-Encoding: gzip` and `Vary: Accept-Encoding` added, as kube-apiserver's
     /// deferredResponseWriter sets them (Vary added to, not replaced).
     pub gzip: bool,
+    /// The client's HTTP/1 connection gathers the response's writes into full segments
+    /// until it ends (`TCP_CORK`): pingora flushes a head without `Content-Length`, then
+    /// each chunk, then the terminating chunk, three segments and three wake-ups of the
+    /// client for one small answer. Not a watch's stream, whose events go out as they
+    /// come; not HTTP/2, whose frames the h2 library writes.
+    pub gather: bool,
 }
 
 impl OnResponse {
@@ -246,6 +252,7 @@ impl OnResponse {
             strip: &STRIPPED_HEADERS,
             chunked: framing == ClientFraming::Http11,
             gzip: self.gzip,
+            gather: framing != ClientFraming::Http2 && !self.watch_stream,
         })
     }
 }
@@ -643,21 +650,32 @@ mod tests {
         let mut big = list;
         big.gzip = true;
         use ClientFraming::*;
-        let want = |content_type, chunked, gzip| {
+        let want = |content_type, chunked, gzip, gather| {
             Some(Relabel {
                 content_type,
                 strip: &STRIPPED_HEADERS,
                 chunked,
                 gzip,
+                gather,
             })
         };
         let cases = [
             (json, Http11, None),
-            (list, Http11, want("application/cbor", true, false)),
-            (list, Http2, want("application/cbor", false, false)),
-            (list, Http10, want("application/cbor", false, false)),
-            (watch, Http11, want("application/cbor-seq", true, false)),
-            (big, Http2, want("application/cbor", false, true)),
+            (list, Http11, want("application/cbor", true, false, true)),
+            (list, Http2, want("application/cbor", false, false, false)),
+            (list, Http10, want("application/cbor", false, false, true)),
+            (
+                watch,
+                Http11,
+                want("application/cbor-seq", true, false, false),
+            ),
+            (
+                watch,
+                Http10,
+                want("application/cbor-seq", false, false, false),
+            ),
+            (big, Http2, want("application/cbor", false, true, false)),
+            (big, Http11, want("application/cbor", true, true, true)),
         ];
         for (decision, framing, want) in cases {
             assert_eq!(decision.relabel(framing), want, "{decision:?} {framing:?}");

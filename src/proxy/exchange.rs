@@ -401,25 +401,27 @@ impl Exchange {
     }
 
     /// Relabel the response head as decided and get the body's stages ready; a watch's
-    /// stream counts as open from here until the request is over.
+    /// stream counts as open from here until the request is over. True: the client's
+    /// connection gathers this response's writes until it ends
+    /// ([`crate::negotiate::response::Relabel::gather`]).
     pub fn relabel_response(
         &mut self,
         resp: &mut ResponseHeader,
         framing: ClientFraming,
         s: &CodecSettings,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Stage::Planned(p) = &mut self.stage else {
             return Err(no_plan());
         };
         let Some(decision) = p.response.decision().copied() else {
-            return Ok(());
+            return Ok(false);
         };
         if decision.watch_stream && self.held.watch.is_none() {
             self.held.watch = Some(GaugeHeld::hold(&metrics().watch_streams_active));
         }
         p.response.prepare(s, p.labels.resource);
         let Some(edits) = decision.relabel(framing) else {
-            return Ok(());
+            return Ok(false);
         };
         resp.insert_header("Content-Type", HeaderValue::from_static(edits.content_type))?;
         for h in edits.strip {
@@ -432,7 +434,7 @@ impl Exchange {
             resp.insert_header("Content-Encoding", HeaderValue::from_static("gzip"))?;
             resp.append_header("Vary", HeaderValue::from_static("Accept-Encoding"))?;
         }
-        Ok(())
+        Ok(edits.gather)
     }
 
     /// One piece of the response body ([`ResponseBody::piece`]).

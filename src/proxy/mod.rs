@@ -31,6 +31,7 @@ pub mod transcode;
 pub mod upstream;
 
 use crate::config::Config;
+use crate::inbound::connections;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
 use crate::negotiate::client::identify as identify_client;
@@ -281,7 +282,7 @@ impl ProxyHttp for Gate {
 
     /// The head is complete: its deadline (`server.request_head_timeout_seconds`) stops.
     async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {
-        crate::inbound::connections::head_read(session.as_downstream());
+        connections::head_read(session.as_downstream());
         Ok(())
     }
 
@@ -435,7 +436,10 @@ impl ProxyHttp for Gate {
         let upgrade = session.req_header().headers.get("upgrade");
         ex.upstream_answered(resp.status.as_u16(), upgrade.and_then(|v| v.to_str().ok()));
         self.connection_reuse(session);
-        ex.relabel_response(resp, framing(session), &self.codecs)
+        if ex.relabel_response(resp, framing(session), &self.codecs)? {
+            connections::gather(session.as_downstream());
+        }
+        Ok(())
     }
 
     fn response_body_filter(
@@ -513,6 +517,7 @@ impl ProxyHttp for Gate {
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ex: &mut Exchange) {
+        connections::release(session.as_downstream());
         request_log::finish(session, e, ex);
     }
 }

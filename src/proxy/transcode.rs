@@ -58,6 +58,9 @@ pub struct RequestBody {
     resource: &'static ResourceSeries,
 }
 
+/// The most room a request body's output buffer is given before it is read.
+const FIRST_ROOM: u64 = 64 * 1024;
+
 impl RequestBody {
     pub fn new(plan: &Plan, declared_len: Option<u64>, resource: &'static ResourceSeries) -> Self {
         RequestBody {
@@ -114,6 +117,11 @@ impl RequestBody {
     ) {
         if self.codec.is_none() && self.read == 0 {
             self.codec = self.make_codec(plan, s);
+            // Room for the body as it goes upstream, so a small one is not grown by
+            // doubling from nothing: what its declared length says, half again for the
+            // JSON text, at most `FIRST_ROOM` (the length is the client's word).
+            let room = self.declared_len.map_or(0, |n| n.saturating_mul(3) / 2);
+            self.out.reserve(room.min(FIRST_ROOM) as usize);
         }
         self.read += piece.map_or(0, |b| b.len() as u64);
         let ended = piece.is_none();

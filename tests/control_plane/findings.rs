@@ -195,10 +195,7 @@ fn upstream_reset(s: &mut Suite) {
     let pki = &s.pki;
     s.api_cbor.as_mut().unwrap().wait_ready(pki);
     let client_gone = metric_sum(&m, "cborgate_requests_total", &[("code", "499")]);
-    let lines: Vec<&str> = log
-        .lines()
-        .filter(|l| logged(l))
-        .collect();
+    let lines: Vec<&str> = log.lines().filter(|l| logged(l)).collect();
     eprintln!(
         "the reset stream and the watch whose upstream died:\n{}",
         lines.join("\n")

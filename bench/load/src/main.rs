@@ -725,7 +725,8 @@ fn main() {
     progress.show("the codec's own time, in this process");
     let codec = report::CodecTimes {
         get: j2c_time(&pod, o.codec_reps * 100),
-        post: c2j_time(&post_cbor, POST_PATH, o.codec_reps * 100) + j2c_time(&pod, o.codec_reps * 100),
+        post: c2j_time(&post_cbor, POST_PATH, o.codec_reps * 100)
+            + j2c_time(&pod, o.codec_reps * 100),
         list: j2c_time(&list, o.codec_reps),
         reps: o.codec_reps,
     };
