@@ -6,7 +6,8 @@
 //!
 //! builds the release `cborgate` and this harness, then the harness starts a static-body
 //! upstream on loopback and, for each scenario, takes turns between its contestants:
-//! haproxy and nginx passing through (the anchors, when installed: `procs.rs`), and a
+//! haproxy and nginx passing through (the anchors, when installed: `procs.rs`), pingora's
+//! own proxy with empty callbacks (`pingora-floor`, the floor under cborgate), and a
 //! fresh `cborgate serve --mode legacy` driven by a JSON client (passthrough: nothing
 //! transcoded) and by a CBOR client (transcoding). Every turn gets the same load
 //! generator (one thread, keep-alive connections) and the same upstream; the rounds go
@@ -67,6 +68,7 @@ pub enum Contestant {
 
 pub const HAPROXY: Contestant = Contestant::Anchor(Kind::Haproxy);
 pub const NGINX: Contestant = Contestant::Anchor(Kind::Nginx);
+pub const PINGORA: Contestant = Contestant::Anchor(Kind::Pingora);
 pub const PASSTHROUGH: Contestant = Contestant::Cborgate(Config::Passthrough);
 pub const TRANSCODED: Contestant = Contestant::Cborgate(Config::Transcoding);
 
@@ -75,6 +77,7 @@ impl Contestant {
         match self {
             HAPROXY => "haproxy, passthrough",
             NGINX => "nginx, passthrough",
+            PINGORA => "pingora, empty callbacks",
             PASSTHROUGH => "cborgate, JSON passthrough",
             TRANSCODED => "cborgate, CBOR transcoded",
             Contestant::Anchor(Kind::Cborgate) => "cborgate",
@@ -86,6 +89,7 @@ impl Contestant {
         match self {
             HAPROXY => "haproxy",
             NGINX => "nginx",
+            PINGORA => "pingora",
             PASSTHROUGH => "JSON",
             TRANSCODED => "CBOR",
             Contestant::Anchor(Kind::Cborgate) => "cborgate",
@@ -440,13 +444,15 @@ fn main() {
     let mut anchors = Vec::new();
     let mut anchor_versions = Vec::new();
     let mut skipped = Vec::new();
-    for kind in [Kind::Haproxy, Kind::Nginx] {
+    for kind in [Kind::Haproxy, Kind::Nginx, Kind::Pingora] {
         let why = if o.no_anchors {
             Some("--no-anchors".to_string())
         } else if let Some(path) = procs::find(kind) {
             anchor_versions.push(format!("{} ({})", procs::version(&path), path.display()));
             anchors.push((kind, path));
             None
+        } else if kind == Kind::Pingora {
+            Some("pingora-floor is not beside this harness (bench/load.sh builds both)".into())
         } else {
             Some(
                 "not installed (neither on PATH nor in /usr/sbin; bench/load.sh installs it \
@@ -506,7 +512,7 @@ fn main() {
         expect_content_type: content_type(config),
     };
     let wanted = |name: &str| o.only.as_ref().is_none_or(|w| name.contains(w.as_str()));
-    let all = vec![HAPROXY, NGINX, PASSTHROUGH, TRANSCODED];
+    let all = vec![HAPROXY, NGINX, PINGORA, PASSTHROUGH, TRANSCODED];
     let cborgate_only = vec![PASSTHROUGH, TRANSCODED];
     let mut scenarios = vec![
         Scenario {

@@ -1,6 +1,7 @@
-//! The processes a run measures: `cborgate serve`, and the two anchors, haproxy and
-//! nginx, each started on loopback with a configuration generated into a temporary
-//! directory, in front of the same upstream. Every one is stopped by its PID when its
+//! The processes a run measures: `cborgate serve`, and the anchors: haproxy and nginx,
+//! each started on loopback with a configuration generated into a temporary directory,
+//! and `pingora-floor` (pingora's proxy with empty callbacks, built with this harness),
+//! all in front of the same upstream. Every one is stopped by its PID when its
 //! handle drops (SIGTERM, then SIGKILL for it and the workers it forked), and gets
 //! SIGTERM from the kernel if the harness itself dies (`PR_SET_PDEATHSIG`), so no path
 //! leaves a proxy running. CPU and memory are read from `/proc` for the process and its
@@ -20,6 +21,8 @@ const CLK_TCK: f64 = 100.0;
 pub enum Kind {
     Haproxy,
     Nginx,
+    /// pingora's own proxy with nothing in its callbacks (`src/bin/pingora-floor.rs`).
+    Pingora,
     Cborgate,
 }
 
@@ -28,6 +31,7 @@ impl Kind {
         match self {
             Kind::Haproxy => "haproxy",
             Kind::Nginx => "nginx",
+            Kind::Pingora => "pingora",
             Kind::Cborgate => "cborgate",
         }
     }
@@ -36,6 +40,13 @@ impl Kind {
 /// An anchor's executable: on `PATH`, or in `/usr/sbin` (where Debian puts both, and
 /// which is not on a normal user's `PATH`).
 pub fn find(kind: Kind) -> Option<PathBuf> {
+    if kind == Kind::Pingora {
+        // Built beside this harness, by the same cargo invocation.
+        let floor = std::env::current_exe()
+            .ok()?
+            .with_file_name("pingora-floor");
+        return floor.is_file().then_some(floor);
+    }
     let name = kind.name();
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
@@ -47,6 +58,10 @@ pub fn find(kind: Kind) -> Option<PathBuf> {
 /// The first line of `exe -v` (`HAProxy version 2.6.12…`, `nginx version: nginx/1.22.1`,
 /// which nginx writes to stderr).
 pub fn version(exe: &Path) -> String {
+    if exe.ends_with("pingora-floor") {
+        return "pingora 0.9 with empty callbacks, cborgate's build and 2 threads (pingora-floor)"
+            .to_string();
+    }
     Command::new(exe)
         .arg("-v")
         .stdin(Stdio::null())
@@ -130,6 +145,9 @@ impl Proc {
                     .arg(&cfg)
                     .arg("-e")
                     .arg(dir.join("error.log"));
+            }
+            Kind::Pingora => {
+                cmd.arg(addr.to_string()).arg(upstream.to_string());
             }
             Kind::Cborgate => unreachable!("cborgate is started by Proc::cborgate"),
         }
@@ -221,7 +239,8 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         let pids = self.pids();
-        if self.kind == Kind::Cborgate {
+        // pingora's SIGTERM waits out its grace period: the Rust proxies are killed.
+        if matches!(self.kind, Kind::Cborgate | Kind::Pingora) {
             let _ = self.child.kill();
         } else {
             // SAFETY: a signal to the process this handle started, by its PID.

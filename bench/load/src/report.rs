@@ -5,7 +5,7 @@
 
 use crate::{
     cpu_us, Config, Contestant, Measured, Sample, GET_POD, HAPROXY, LIST, NGINX, PASSTHROUGH,
-    POST_POD, TRANSCODED, WATCH,
+    PINGORA, POST_POD, TRANSCODED, WATCH,
 };
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -149,6 +149,9 @@ impl Report {
     /// adds, each from medians within this run.
     pub fn acceptance(&self) -> Vec<Target> {
         let (h, n) = (self.cpu(GET_POD, HAPROXY), self.cpu(GET_POD, NGINX));
+        let floor = self.get(GET_POD, PINGORA).map_or(String::new(), |m| {
+            format!(", pingora with empty callbacks {:.1} µs", m.median(cpu_us))
+        });
         let (p, t) = (
             self.cpu(GET_POD, PASSTHROUGH),
             self.cpu(GET_POD, TRANSCODED),
@@ -163,7 +166,7 @@ impl Report {
         let mut out = vec![
             Target {
                 detail: format!(
-                    "cborgate {p:.1} µs, haproxy {h:.1} µs, nginx {n:.1} µs per request"
+                    "cborgate {p:.1} µs, haproxy {h:.1} µs, nginx {n:.1} µs{floor} per request"
                 ),
                 ..target(
                     "7 KB GET: cborgate JSON passthrough CPU / haproxy's".into(),
@@ -502,7 +505,7 @@ impl Report {
         )
         .map_err(|x| e(&x))?;
         let mut x = 16;
-        for c in [HAPROXY, NGINX, PASSTHROUGH, TRANSCODED] {
+        for c in [HAPROXY, NGINX, PINGORA, PASSTHROUGH, TRANSCODED] {
             head.draw(&Rectangle::new([(x, 44), (x + 14, 58)], colour(c).filled()))
                 .map_err(|x| e(&x))?;
             head.draw_text(
@@ -525,7 +528,7 @@ impl Report {
         )
         .map_err(|x| e(&x))?;
 
-        let four = [HAPROXY, NGINX, PASSTHROUGH, TRANSCODED];
+        let five = [HAPROXY, NGINX, PINGORA, PASSTHROUGH, TRANSCODED];
         let two = [PASSTHROUGH, TRANSCODED];
         let cpu = |m: &Sample| cpu_us(m);
         let rps = |m: &Sample| m.rate;
@@ -554,7 +557,7 @@ impl Report {
                 "GET pod 7 KB: proxy CPU",
                 cpu_unit,
                 GET_POD,
-                &four,
+                &five,
                 &cpu,
                 &goals_get,
             ),
@@ -570,7 +573,7 @@ impl Report {
                 "LIST 700 pods: proxy CPU",
                 cpu_unit,
                 LIST,
-                &four,
+                &five,
                 &cpu,
                 &goals_list,
             ),
@@ -578,7 +581,7 @@ impl Report {
                 "GET pod 7 KB: requests/s",
                 "requests/s",
                 GET_POD,
-                &four,
+                &five,
                 &rps,
                 &[],
             ),
@@ -586,7 +589,7 @@ impl Report {
                 "LIST 700 pods: requests/s",
                 "requests/s",
                 LIST,
-                &four,
+                &five,
                 &rps,
                 &[],
             ),
@@ -663,6 +666,7 @@ fn colour(c: Contestant) -> RGBColor {
     match c {
         HAPROXY => RGBColor(120, 120, 120),
         NGINX => RGBColor(60, 150, 80),
+        PINGORA => RGBColor(170, 120, 200),
         PASSTHROUGH => RGBColor(50, 90, 200),
         _ => RGBColor(220, 80, 60),
     }

@@ -1,0 +1,56 @@
+//! The floor under cborgate: pingora's own HTTP proxy with nothing in its callbacks but
+//! the upstream, on the same pingora, the same build and the same worker threads as
+//! `cborgate serve` (2). The load harness runs it as an anchor beside haproxy and nginx
+//! (`procs.rs`), so a run shows how much of a small request's cost is pingora's
+//! per-request machinery, which no code of cborgate's can take away, and how much is
+//! cborgate's own.
+//!
+//! `pingora-floor LISTEN UPSTREAM`: plain HTTP/1.1 on both sides, the upstream's
+//! connections kept alive (pingora's default pool), the client sockets' buffers as
+//! cborgate sets them (no read buffer; `server.write_buffer_bytes`' default for the
+//! writes), no logging.
+
+use async_trait::async_trait;
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
+use pingora::prelude::*;
+use pingora::server::configuration::{Opt, ServerConf};
+
+struct Floor {
+    upstream: String,
+}
+
+#[async_trait]
+impl ProxyHttp for Floor {
+    type CTX = ();
+
+    fn new_ctx(&self) -> Self::CTX {}
+
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
+        Ok(Box::new(HttpPeer::new(
+            self.upstream.as_str(),
+            false,
+            String::new(),
+        )))
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (Some(listen), Some(upstream)) = (args.next(), args.next()) else {
+        eprintln!("usage: pingora-floor LISTEN UPSTREAM (both host:port)");
+        std::process::exit(2);
+    };
+    let conf = ServerConf {
+        threads: 2,
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(Some(Opt::default()), conf);
+    server.bootstrap();
+    let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Floor { upstream });
+    let buffers = L4BufferSettings::default()
+        .read(0)
+        .write(cborgate::config::DEFAULT_WRITE_BUFFER_BYTES);
+    proxy.add_listener(ListenerConfig::tcp(listen).l4_buffer(buffers));
+    server.add_service(proxy);
+    server.run_forever();
+}
