@@ -616,6 +616,11 @@ fn status_504_when_the_upstream_sends_no_headers_in_time() {
 fn a_hundred_transcoded_gets_on_one_connection() {
     let h = Harness::start("legacy", &[]);
     let mut c = Conn::connect(h.proxy);
+    // A transcoded answer is written corked (`TCP_CORK`) and released when the request
+    // is over; an answer whose release never came would end only when Linux sends what
+    // is held, 200 ms later (tcp(7)): a hundred of them at least 20 s. Here they take
+    // well under a second; 10 s leaves room for a loaded machine.
+    let started = std::time::Instant::now();
     for i in 0..100 {
         let path = if i % 2 == 0 {
             format!("{CMS}/demo-config")
@@ -628,6 +633,11 @@ fn a_hundred_transcoded_gets_on_one_connection() {
         decode(&r);
         assert_ne!(r.header("connection"), Some("close"), "request {i}");
     }
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "100 transcoded answers took {took:?}: their ends were held back"
+    );
     // Also after a local error reply and after a 400 with a body.
     let r = c.request("GET", CMS, &[("Accept", "application/cbor-seq")], None);
     assert_eq!(r.status, 406);
