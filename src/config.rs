@@ -99,10 +99,11 @@ pub struct ServerConfig {
     /// Requests and watches one HTTP/2 client connection may have open at once
     /// (SETTINGS_MAX_CONCURRENT_STREAMS; Go's default, and so kube-apiserver's, 250).
     pub http2_max_streams: u32,
-    /// Bytes of response an HTTP/1.1 client connection gathers before a write: a response
-    /// head goes out together with a body that fits (one write, one TCP segment, one
-    /// wake-up of the client, instead of two). Allocated per connection, touched only as
-    /// far as a response fills it; 0 writes each piece as it comes.
+    /// Bytes a client connection gathers before a write to its socket (below TLS and
+    /// HTTP/2 too): an HTTP/1.1 response head goes out together with a body that fits
+    /// (one write, one TCP segment, one wake-up of the client, instead of two). Allocated
+    /// per connection, touched only as far as its writes fill it; 0 writes each piece as
+    /// it comes.
     pub write_buffer_bytes: usize,
     /// Largest request head (request line and headers) accepted, in bytes (431 beyond).
     pub max_header_bytes: usize,

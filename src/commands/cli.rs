@@ -127,8 +127,8 @@ pub struct ServeArgs {
     /// (server.http2_max_streams) [default: 250].
     #[arg(long, value_name = "N")]
     pub http2_max_streams: Option<u32>,
-    /// Bytes of response an HTTP/1.1 client connection gathers before a write, so a head
-    /// and a small body go out together; 0 = none (server.write_buffer_bytes)
+    /// Bytes a client connection gathers before a write, so an HTTP/1.1 head and a small
+    /// body go out together; 0 = none (server.write_buffer_bytes)
     /// [default: 16384].
     #[arg(long, value_name = "BYTES")]
     pub write_buffer_bytes: Option<usize>,
