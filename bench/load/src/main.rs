@@ -448,7 +448,11 @@ fn main() {
         let why = if o.no_anchors {
             Some("--no-anchors".to_string())
         } else if let Some(path) = procs::find(kind) {
-            anchor_versions.push(format!("{} ({})", procs::version(&path), path.display()));
+            anchor_versions.push(format!(
+                "{} ({})",
+                procs::version(kind, &path),
+                path.display()
+            ));
             anchors.push((kind, path));
             None
         } else if kind == Kind::Pingora {

@@ -56,10 +56,11 @@ pub fn find(kind: Kind) -> Option<PathBuf> {
 }
 
 /// The first line of `exe -v` (`HAProxy version 2.6.12…`, `nginx version: nginx/1.22.1`,
-/// which nginx writes to stderr).
-pub fn version(exe: &Path) -> String {
-    if exe.ends_with("pingora-floor") {
-        return "pingora 0.9 with empty callbacks, cborgate's build and 2 threads (pingora-floor)"
+/// which nginx writes to stderr); for pingora's floor, what it is (built with the harness,
+/// it has no version of its own to print).
+pub fn version(kind: Kind, exe: &Path) -> String {
+    if kind == Kind::Pingora {
+        return "pingora 0.9 with empty callbacks, cborgate's build and threads (pingora-floor)"
             .to_string();
     }
     Command::new(exe)

@@ -1,6 +1,6 @@
 //! The floor under cborgate: pingora's own HTTP proxy with nothing in its callbacks but
 //! the upstream, on the same pingora, the same build and the same worker threads as
-//! `cborgate serve` (2). The load harness runs it as an anchor beside haproxy and nginx
+//! `cborgate serve` (`server.threads`' default). The load harness runs it as an anchor beside haproxy and nginx
 //! (`procs.rs`), so a run shows how much of a small request's cost is pingora's
 //! per-request machinery, which no code of cborgate's can take away, and how much is
 //! cborgate's own.
@@ -41,7 +41,7 @@ fn main() {
         std::process::exit(2);
     };
     let conf = ServerConf {
-        threads: 2,
+        threads: cborgate::config::ServerConfig::default().threads,
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(Some(Opt::default()), conf);
