@@ -843,11 +843,7 @@ impl Config {
         &self,
     ) -> Result<(std::net::SocketAddr, std::net::SocketAddr), ConfigError> {
         let parse = |key: &str, addr: &str| {
-            listen_addr(addr).ok_or_else(|| {
-                ConfigError(format!(
-                    "{key}: {addr:?} is not a listen address (IP:PORT, HOST:PORT or :PORT)"
-                ))
-            })
+            listen_addr(addr).map_err(|e| ConfigError(format!("{key}: {e}")))
         };
         Ok((
             parse("server.listen", &self.server.listen)?,
@@ -909,19 +905,52 @@ fn name_the_flag(message: &str) -> String {
     }
 }
 
-/// A listen address as Go programs take it: `IP:PORT`, `HOST:PORT` (the name's first
-/// IPv4 address, else its first address, as `net.Listen` picks it) or `:PORT` (every
-/// interface: `0.0.0.0:PORT`).
-pub fn listen_addr(addr: &str) -> Option<std::net::SocketAddr> {
-    use std::net::{SocketAddr, ToSocketAddrs};
-    if let Ok(a) = addr.parse::<SocketAddr>() {
-        return Some(a);
-    }
+/// A listen address as Go programs take it: `IP:PORT`, `[IP]:PORT` (either family in
+/// brackets, as Go's `net.SplitHostPort` takes it), `HOST:PORT` or `[HOST]:PORT` (the
+/// name's first IPv4 address, else its first address, as `net.Listen` picks it) or
+/// `:PORT` (every interface of both families: `[::]:PORT`, which the listener binds with
+/// IPV6_V6ONLY off, as Go does; `0.0.0.0:PORT` where the host has no IPv6, see
+/// `process::server`). An IPv6 address with a port and no brackets (`fd00::5:9464`) is
+/// refused with the bracketed form to write instead; the error says what to write.
+pub fn listen_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{IpAddr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+    let forms = "IP:PORT, [IP]:PORT, HOST:PORT or :PORT";
+    let bad = || format!("{addr:?} is not a listen address ({forms})");
     if let Some(port) = addr.strip_prefix(':') {
-        return Some(SocketAddr::from(([0, 0, 0, 0], port.parse::<u16>().ok()?)));
+        let port = port.parse::<u16>().map_err(|_| bad())?;
+        return Ok(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)));
     }
-    let all: Vec<SocketAddr> = addr.to_socket_addrs().ok()?.collect();
-    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
+    let (host, port) = match addr.strip_prefix('[') {
+        Some(rest) => rest.split_once("]:").ok_or_else(bad)?,
+        None => {
+            let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+            if host.contains(':') {
+                // `fd00::5:9464` is itself an IPv6 address: which colon starts the port
+                // cannot be known, so Go refuses it too ("too many colons").
+                return Err(format!(
+                    "{addr:?} is an IPv6 address without brackets: write [{host}]:{port} \
+                     (an IPv6 address with a port is written in brackets)"
+                ));
+            }
+            (host, port)
+        }
+    };
+    let port = port.parse::<u16>().map_err(|_| bad())?;
+    if host.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let all: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{addr:?}: the name {host} does not resolve: {e}"))?
+        .collect();
+    all.iter()
+        .find(|a| a.is_ipv4())
+        .or(all.first())
+        .copied()
+        .ok_or_else(bad)
 }
 
 /// The TOML parser's message with serde's Rust type names put in words: `expected usize`
@@ -1000,16 +1029,47 @@ mod tests {
 
     #[test]
     fn listen_addresses_as_go_takes_them() {
-        let a = |s: &str| listen_addr(s).map(|a| a.to_string());
-        assert_eq!(a("127.0.0.1:8080").as_deref(), Some("127.0.0.1:8080"));
-        assert_eq!(a("[::1]:8080").as_deref(), Some("[::1]:8080"));
-        assert_eq!(a(":8443").as_deref(), Some("0.0.0.0:8443"));
-        assert_eq!(a("localhost:8080").as_deref(), Some("127.0.0.1:8080"));
-        for bad in ["", ":", "8080", ":x", "127.0.0.1", "localhost:99999"] {
+        let a = |s: &str| listen_addr(s).map(|a| a.to_string()).ok();
+        for (given, bound) in [
+            ("127.0.0.1:8080", "127.0.0.1:8080"),
+            ("[127.0.0.1]:8080", "127.0.0.1:8080"),
+            ("[::1]:8080", "[::1]:8080"),
+            ("[fd00::5]:9464", "[fd00::5]:9464"),
+            ("[::]:9464", "[::]:9464"),
+            (":8443", "[::]:8443"),
+            ("localhost:8080", "127.0.0.1:8080"),
+            ("[localhost]:8080", "127.0.0.1:8080"),
+        ] {
+            assert_eq!(a(given).as_deref(), Some(bound), "{given}");
+        }
+        for bad in [
+            "",
+            ":",
+            "8080",
+            ":x",
+            "127.0.0.1",
+            "localhost:99999",
+            "[::1]",
+            "[::1]8080",
+            "[]:80",
+            ":-1",
+        ] {
             assert_eq!(a(bad), None, "{bad}");
         }
+        let e = listen_addr("fd00::5:9464").unwrap_err();
+        assert!(e.contains("write [fd00::5]:9464"), "{e}");
+        let e = checked("[server]\nlisten = \"fd00::5:9464\"\n").unwrap_err();
+        assert!(
+            e.0.starts_with("server.listen (--listen): \"fd00::5:9464\" is an IPv6 address"),
+            "{e}"
+        );
         let c = checked("[server]\nlisten = \":8443\"\nadmin = \"localhost:9464\"\n");
         assert!(c.is_ok(), "{c:?}");
+        let c = checked("[server]\nlisten = \"[127.0.0.1]:8443\"\nadmin = \"[::1]:9464\"\n");
+        assert!(c.is_ok(), "{c:?}");
+        // `:PORT` is every interface of both families: the admin port may not be the same.
+        let e = checked("[server]\nlisten = \":9464\"\nadmin = \"127.0.0.1:9464\"\n");
+        assert!(e.is_err());
     }
 
     #[test]

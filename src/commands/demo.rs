@@ -22,10 +22,10 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> ExitCode {
-    let standin_addr: std::net::SocketAddr = match args.standin.parse() {
+    let standin_addr = match crate::config::listen_addr(&args.standin) {
         Ok(a) => a,
-        Err(_) => {
-            eprintln!("cborgate: --standin {:?} is not IP:PORT", args.standin);
+        Err(e) => {
+            eprintln!("cborgate: --standin: {e}");
             return ExitCode::from(2);
         }
     };

@@ -23,7 +23,7 @@ use crate::proxy::upstream::{ReadinessProbe, Upstream};
 use crate::proxy::Gate;
 use crate::tls::{Kind, ServingCert, UpstreamTls};
 use async_trait::async_trait;
-use pingora::listeners::{L4BufferSettings, ListenerConfig};
+use pingora::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -65,13 +65,56 @@ pub struct Built {
     summary: String,
 }
 
-/// Can `addr` be listened on? Bound as pingora binds it (std sets SO_REUSEADDR
-/// on Unix, so a port whose old connections linger in TIME_WAIT is fine), then
-/// let go.
-fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<(), ConfigError> {
-    std::net::TcpListener::bind(addr)
-        .map(drop)
-        .map_err(|e| ConfigError(format!("{key} ({flag}): cannot listen on {addr}: {e}")))
+/// Can `addr` be listened on? Bound as pingora binds it (SO_REUSEADDR, so a port whose
+/// old connections linger in TIME_WAIT is fine; IPV6_V6ONLY off on `[::]`), then let go.
+/// The address to serve on: `addr`, or for `[::]` (`:PORT`) on a host without IPv6,
+/// `0.0.0.0` with the same port, as Go's `net.Listen` falls back.
+fn check_listen(key: &str, flag: &str, addr: SocketAddr) -> Result<SocketAddr, ConfigError> {
+    let refused = |addr: SocketAddr, e: std::io::Error| {
+        ConfigError(format!("{key} ({flag}): cannot listen on {addr}: {e}"))
+    };
+    match probe_bind(addr) {
+        Ok(()) => Ok(addr),
+        Err(e) if both_families(addr) && no_ipv6(&e) => {
+            let v4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
+            probe_bind(v4).map(|()| v4).map_err(|e| refused(v4, e))
+        }
+        Err(e) => Err(refused(addr, e)),
+    }
+}
+
+/// `[::]:PORT`: a listener for both families, IPV6_V6ONLY off (docs/surface.md).
+fn both_families(addr: SocketAddr) -> bool {
+    addr.is_ipv6() && addr.ip().is_unspecified()
+}
+
+/// An error that says the host has no IPv6 at all.
+fn no_ipv6(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL | libc::EPROTONOSUPPORT)
+    )
+}
+
+fn probe_bind(addr: SocketAddr) -> std::io::Result<()> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    if both_families(addr) {
+        socket.set_only_v6(false)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1)
+}
+
+/// pingora's socket options for a listener on `addr`: IPV6_V6ONLY off on `[::]`, so one
+/// listener takes both families whatever the host's `net.ipv6.bindv6only` says.
+fn socket_options(addr: SocketAddr) -> TcpSocketOptions {
+    let mut options = TcpSocketOptions::default();
+    if both_families(addr) {
+        options.ipv6_only = Some(false);
+    }
+    options
 }
 
 /// Reload the client CA bundles when their files change.
@@ -166,8 +209,8 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     })
     .transpose()
     .map_err(ConfigError)?;
-    check_listen("server.listen", "--listen", listen)?;
-    check_listen("server.admin", "--admin", admin_addr)?;
+    let listen = check_listen("server.listen", "--listen", listen)?;
+    let admin_addr = check_listen("server.admin", "--admin", admin_addr)?;
 
     let config = Arc::new(config);
     let conf = ServerConf {
@@ -220,7 +263,11 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     let buffers = L4BufferSettings::default()
         .read(0)
         .write(config.server.write_buffer_bytes);
-    let endpoint = || ListenerConfig::tcp(listen.to_string()).l4_buffer(buffers);
+    let endpoint = || {
+        ListenerConfig::tcp(listen.to_string())
+            .l4_buffer(buffers)
+            .tcp_socket_options(socket_options(listen))
+    };
     let scheme = match &serving {
         None => {
             proxy.add_listener(endpoint());
@@ -248,7 +295,7 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
         }
     };
     let mut admin_service = Service::new("cborgate admin".to_string(), admin);
-    admin_service.add_tcp(&admin_addr.to_string());
+    admin_service.add_tcp_with_settings(&admin_addr.to_string(), socket_options(admin_addr));
     let client = (!config.upstream.client_cert.is_empty()).then(|| {
         (
             config.upstream.client_cert.clone(),

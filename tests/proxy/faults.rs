@@ -177,18 +177,7 @@ fn watches_are_never_timed_out_waiting_for_headers() {
 fn an_unresolvable_upstream_is_a_503_until_it_resolves() {
     use crate::support::harness::{eventually, free_port, wait_for};
     use crate::support::http::once;
-    use cborgate_standin::{StandIn, StandInOptions};
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let standin = rt
-        .block_on(StandIn::start(
-            "127.0.0.1:0".parse().unwrap(),
-            StandInOptions::default(),
-        ))
-        .unwrap();
+    let (_rt, standin) = crate::support::harness::loopback_standin();
     let dir = std::env::temp_dir().join(format!("cborgate-dns-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let hosts = dir.join("hosts");

@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod addresses;
 mod auto;
 mod bodies;
 mod client_scenario;

@@ -50,6 +50,23 @@ pub fn poll<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> 
     }
 }
 
+/// The stand-in apiserver on a loopback port, on a runtime of its own (one worker), for
+/// tests that start `cborgate` with flags of their own.
+pub fn loopback_standin() -> (tokio::runtime::Runtime, StandIn) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let standin = rt
+        .block_on(StandIn::start(
+            "127.0.0.1:0".parse().unwrap(),
+            StandInOptions::default(),
+        ))
+        .unwrap();
+    (rt, standin)
+}
+
 /// Poll `cond` until it holds; fail naming `what` after `secs` seconds.
 pub fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     assert!(
