@@ -128,10 +128,14 @@ impl Plan {
             ResponseAction::JsonToCbor { .. } => (ResponseAction::PassThrough, None),
         };
         let cbor_as_chosen = is_cbor(media) && self.response_format == Format::Cbor;
+        let has_body = !matches!(head.status, 101 | 204 | 304) && head.content_length != Some(0);
         let format = if action != ResponseAction::PassThrough || cbor_as_chosen {
             self.response_format.as_str()
-        } else if head.status >= 400 && media.eq_ignore_ascii_case("application/json") {
-            // An error Status the client gets as the upstream wrote it.
+        } else if media.eq_ignore_ascii_case("application/json") && (head.status >= 400 || has_body)
+        {
+            // JSON the client gets as the upstream wrote it, whatever its `Accept` asked
+            // for: an error Status, or in `native` mode a JSON-only apiserver's answer
+            // to a client that listed CBOR (docs/wire.md §6).
             Format::Json.as_str()
         } else {
             self.unanswered_format()
@@ -359,7 +363,7 @@ mod tests {
             // legacy: JSON answers become CBOR; anything else passes as it came.
             (Legacy, &get_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
             (Legacy, &get_cbor, resp(200, Some("application/json; charset=utf-8"), Some("identity")), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
-            (Legacy, &get_cbor, resp(200, JSON, Some("gzip")), false, (false, PassThrough, None, "other", false)),
+            (Legacy, &get_cbor, resp(200, JSON, Some("gzip")), false, (false, PassThrough, None, "json", false)),
             (Legacy, &get_cbor, resp(200, Some("text/plain"), None), false, (false, PassThrough, None, "other", false)),
             (Legacy, &get_cbor, resp(200, CBOR, None), false, (false, PassThrough, Some(SpeaksCbor), "cbor", false)),
             (Legacy, &get_cbor, resp(404, JSON, None), false, (false, JsonToCbor { watch: false }, None, "cbor", false)),
@@ -397,7 +401,7 @@ mod tests {
             // Transcoded watches are counted by the codec instead.
             (Upgrade, &get_json_watch, resp(200, SEQ, None), false, (false, CborToJson { watch: true }, None, "json", false)),
             (Legacy, &watch_cbor, resp(200, JSON, None), false, (false, JsonToCbor { watch: true }, None, "cbor", false)),
-            (Native, &get_cbor, resp(200, JSON, None), false, (false, PassThrough, None, "other", false)),
+            (Native, &get_cbor, resp(200, JSON, None), false, (false, PassThrough, None, "json", false)),
             // Errors the server writes from its filters and router stay JSON.
             (Legacy, &get_cbor, resp(401, JSON, None), false, (false, PassThrough, None, "json", false)),
             (Legacy, &get_cbor, resp(403, JSON, None), false, (false, PassThrough, None, "json", false)),
@@ -506,6 +510,53 @@ mod tests {
             p.on_response(resp(200, JSON, None), false).action,
             JsonToCbor { watch: false }
         );
+    }
+
+    /// `native` mode in front of a JSON-only apiserver (recorded against a real 1.30):
+    /// a JSON answer is labelled `json` whatever the client's `Accept` listed; a CBOR
+    /// answer to a client that chose CBOR, `cbor`; no body, or neither, `other`.
+    #[test]
+    fn native_mode_labels_what_the_client_got() {
+        let any = |s: u16, ct, len| ResponseHead {
+            content_length: len,
+            ..resp(s, ct, None)
+        };
+        for (accept, head, want) in [
+            ("application/cbor", any(200, JSON, None), "json"),
+            (
+                "application/cbor, application/json",
+                any(200, JSON, None),
+                "json",
+            ),
+            (
+                "application/cbor;q=1, application/json;q=0.9",
+                any(200, JSON, Some(9)),
+                "json",
+            ),
+            ("application/json", any(200, JSON, None), "json"),
+            ("*/*", any(200, JSON, None), "json"),
+            ("application/cbor", any(404, JSON, None), "json"),
+            ("application/cbor", any(201, JSON, Some(2)), "json"),
+            ("application/cbor", any(200, CBOR, None), "cbor"),
+            ("application/json", any(200, JSON, Some(0)), "json"),
+            ("application/cbor", any(200, JSON, Some(0)), "other"),
+            ("application/cbor", any(204, JSON, None), "other"),
+            (
+                "application/cbor",
+                any(200, Some("text/plain"), None),
+                "other",
+            ),
+        ] {
+            let p = plan(&req("GET", CM, None, accept, None), UpstreamMode::Native);
+            let got = p.on_response(head, false);
+            assert_eq!(
+                (got.action, got.format),
+                (PassThrough, want),
+                "{accept} -> {} {:?}",
+                head.status,
+                head.content_type
+            );
+        }
     }
 
     #[test]

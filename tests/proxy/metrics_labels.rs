@@ -538,3 +538,27 @@ fn the_dashboard_row_shows_the_guide_queries() {
         );
     }
 }
+
+/// `native` mode in front of a JSON-only apiserver (the stand-in; a real 1.30 answers
+/// the same): the JSON answer is `response_format="json"` whatever the `Accept` listed.
+#[test]
+fn native_mode_labels_a_json_answer_json_whatever_the_accept() {
+    let h = Harness::start("native", &[]);
+    let mut c = Conn::connect(h.proxy);
+    let cms = "/api/v1/namespaces/demo/configmaps";
+    for accept in [
+        "application/cbor, application/json",
+        "application/cbor;q=1, application/json;q=0.5",
+        JSON,
+    ] {
+        let r = c.request("GET", cms, &[("Accept", accept)], None);
+        assert_eq!((r.status, r.content_type()), (200, JSON), "{accept}");
+    }
+    let filter = [("verb", "LIST"), ("code", "200")];
+    h.wait_metric(
+        "cborgate_requests_total",
+        &[filter[0], filter[1], ("response_format", "json")],
+        3.0,
+    );
+    assert_eq!(h.metric("cborgate_requests_total", &filter), 3.0);
+}
