@@ -24,7 +24,7 @@ impl std::str::FromStr for Http2 {
         match s {
             "auto" => Ok(Http2::Auto),
             "off" => Ok(Http2::Off),
-            _ => Err(format!("unknown value {s:?} (auto, off)")),
+            _ => Err(not_one_of(s, &["auto", "off"])),
         }
     }
 }
@@ -35,7 +35,7 @@ impl std::str::FromStr for ForwardedFor {
         match s {
             "append" => Ok(ForwardedFor::Append),
             "replace" => Ok(ForwardedFor::Replace),
-            _ => Err(format!("unknown value {s:?} (append, replace)")),
+            _ => Err(not_one_of(s, &["append", "replace"])),
         }
     }
 }
@@ -680,11 +680,12 @@ impl Config {
 
     /// Times beyond their bound are a mistake (a unit confused, a digit too many), not a
     /// wish: each is refused with its bound.
-    fn validate_times(&self) -> Result<(), ConfigError> {
+    /// The times and their upper bounds: (key, value, most, unit).
+    fn time_bounds(&self) -> [(&'static str, u64, u64, &'static str); 8] {
         const HOUR: u64 = 3_600;
         const DAY: u64 = 86_400;
         let (s, u) = (&self.server, &self.upstream);
-        for (key, value, bound, unit) in [
+        [
             (
                 "server.grace_period_seconds",
                 s.grace_period_seconds,
@@ -733,7 +734,20 @@ impl Config {
                 7 * DAY,
                 "s",
             ),
-        ] {
+        ]
+    }
+
+    /// The most `key` (a time) may be, for a flag's message; `None` for other keys.
+    pub fn most_for(key: &str) -> Option<u64> {
+        Config::default()
+            .time_bounds()
+            .iter()
+            .find(|(k, ..)| *k == key)
+            .map(|&(_, _, most, _)| most)
+    }
+
+    fn validate_times(&self) -> Result<(), ConfigError> {
+        for (key, value, bound, unit) in self.time_bounds() {
             if value > bound {
                 return Err(ConfigError(format!(
                     "{key}: {value} is more than the most it may be, {bound} ({bound} {unit})"
@@ -979,7 +993,18 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
 }
 
 fn plain_toml_error(message: &str) -> String {
-    let mut out = message.to_string();
+    if let Some(words) = unknown_variant(message) {
+        return words;
+    }
+    // `invalid value: integer `-1`, expected usize`: the value, then what the key takes.
+    let mut out = match message
+        .strip_prefix("invalid value: ")
+        .and_then(|m| m.split_once(" `"))
+        .and_then(|(_, m)| m.split_once("`, "))
+    {
+        Some((value, expected)) => format!("{value} is not accepted: {expected}"),
+        None => message.to_string(),
+    };
     for (rust, words) in [
         ("expected usize", "expected a whole number, 0 or more"),
         ("expected u64", "expected a whole number, 0 or more"),
@@ -987,10 +1012,31 @@ fn plain_toml_error(message: &str) -> String {
         ("expected u16", "expected a whole number, 0 or more"),
         ("expected u8", "expected a whole number, 0 or more"),
         ("expected a boolean", "expected true or false"),
+        ("expected a sequence", "expected a list, [\"a\", \"b\"]"),
     ] {
         out = out.replace(rust, words);
     }
     out
+}
+
+/// A value that is none of a key's accepted values, in an operator's words:
+/// `"on" is not one of: auto, off`.
+pub fn not_one_of(value: &str, accepted: &[&str]) -> String {
+    format!("{value:?} is not one of: {}", accepted.join(", "))
+}
+
+/// serde's `unknown variant `x`, expected one of `a`, `b`` (or `` `a` or `b` ``) as
+/// [`not_one_of`]; `None` for any other message.
+fn unknown_variant(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown variant `")?;
+    let (value, expected) = rest.split_once("`, expected ")?;
+    let expected = expected.strip_prefix("one of ").unwrap_or(expected);
+    let accepted: Vec<&str> = expected
+        .split([',', ' '])
+        .filter(|w| !w.is_empty() && *w != "or")
+        .map(|w| w.trim_matches('`'))
+        .collect();
+    Some(not_one_of(value, &accepted))
 }
 
 /// The documented default file at the repository root.
@@ -1070,6 +1116,49 @@ mod tests {
         // `:PORT` is every interface of both families: the admin port may not be the same.
         let e = checked("[server]\nlisten = \":9464\"\nadmin = \"127.0.0.1:9464\"\n");
         assert!(e.is_err());
+    }
+
+    /// Every key that takes one of a list of values, given another, and every number
+    /// given a negative one: the key, its flag, and what it takes; never serde's
+    /// "unknown variant" or a Rust type's name.
+    #[test]
+    fn refused_values_name_what_the_key_takes() {
+        for (section, key, want) in [
+            ("upstream", "mode", "auto, legacy, native, upgrade"),
+            ("upstream", "http2", "auto, off"),
+            ("codec", "strings", "bytes, text"),
+            ("log", "level", "error, warn, info, debug, trace, off"),
+            ("log", "format", "text, json"),
+            ("server", "forwarded_for", "append, replace"),
+        ] {
+            let e = Config::from_toml(&format!("[{section}]\n{key} = \"bogus\"\n")).unwrap_err();
+            let flag = flag_for(&format!("{section}.{key}"));
+            assert_eq!(
+                e.0,
+                format!("{section}.{key} ({flag}): \"bogus\" is not one of: {want}")
+            );
+        }
+        let text = std::fs::read_to_string(default_file()).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        let mut numbers = 0;
+        for (section, keys) in doc {
+            for (key, value) in keys.as_table().unwrap() {
+                if !value.is_integer() {
+                    continue;
+                }
+                let e = Config::from_toml(&format!("[{section}]\n{key} = -1\n")).unwrap_err();
+                let flag = flag_for(&format!("{section}.{key}"));
+                assert_eq!(
+                    e.0,
+                    format!(
+                        "{section}.{key} ({flag}): -1 is not accepted: expected a whole number, \
+                         0 or more"
+                    )
+                );
+                numbers += 1;
+            }
+        }
+        assert!(numbers >= 26, "{numbers} numeric keys");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use cborgate::codec::StringMode;
 use cborgate::commands::tools::{self, Target, ToolError};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io::{self, IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,7 +79,16 @@ fn report(r: Result<(), ToolError>) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match cborgate::commands::cli::flag_error(&e, &Cli::command()) {
+            Some(words) => {
+                eprintln!("cborgate: configuration error: {words}");
+                return ExitCode::from(2);
+            }
+            None => e.exit(),
+        },
+    };
     match cli.command {
         Command::Transcode {
             to,

@@ -12,6 +12,8 @@ use std::process::ExitCode;
 #[derive(Subcommand)]
 pub enum ProxyCommand {
     /// Run the proxy.
+    // `-1` is a value (refused by `flag_error` with the accepted range), never a flag.
+    #[command(allow_negative_numbers = true)]
     Serve(ServeArgs),
     /// Start the built-in JSON-only apiserver stand-in with the proxy in front of it.
     #[cfg(feature = "demo")]
@@ -380,6 +382,61 @@ pub fn load(args: &ServeArgs) -> Result<Checked, ConfigError> {
     Ok(c)
 }
 
+/// A `serve` flag's refused value as a configuration error in an operator's words,
+/// `KEY (--FLAG): what it takes`, in place of the flag parser's own: a value none of the
+/// accepted ones lists them, a negative or non-numeric number names the range. `None`:
+/// any other command-line error (the parser's message stands).
+pub fn flag_error(e: &clap::Error, cli: &clap::Command) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let text = |kind| match e.get(kind)? {
+        ContextValue::String(s) => Some(s.clone()),
+        ContextValue::StyledStr(s) => Some(s.to_string()),
+        _ => None,
+    };
+    let flag = text(ContextKind::InvalidArg)?;
+    let flag = flag.split([' ', '=', '[']).next()?;
+    let value = text(ContextKind::InvalidValue)?;
+    let arg = cli
+        .find_subcommand("serve")?
+        .get_arguments()
+        .find(|a| a.get_long().is_some_and(|l| flag == format!("--{l}")))?;
+    let help = arg.get_help()?.to_string();
+    let key = help.split('(').skip(1).find_map(|s| {
+        let key: String = s
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._".contains(*c))
+            .collect();
+        (key.contains('.') && crate::config::flag_for(&key) == flag).then_some(key)
+    })?;
+    let words = match e.kind() {
+        ErrorKind::InvalidValue => match e.get(ContextKind::ValidValue)? {
+            ContextValue::Strings(valid) => {
+                let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
+                crate::config::not_one_of(&value, &valid)
+            }
+            _ => return None,
+        },
+        ErrorKind::ValueValidation
+            if arg.get_value_names().is_some_and(|n| {
+                n.iter()
+                    .any(|n| ["N", "SECONDS", "BYTES", "MS"].contains(&n.as_str()))
+            }) =>
+        {
+            let range = match Config::most_for(&key) {
+                Some(most) => format!("a whole number from 0 to {most}"),
+                None => "a whole number, 0 or more".to_string(),
+            };
+            if value.trim().starts_with('-') {
+                format!("{value} is negative: it takes {range}")
+            } else {
+                format!("{value:?} is not {range}")
+            }
+        }
+        _ => return None,
+    };
+    Some(format!("{key} ({flag}): {words}"))
+}
+
 /// A flag's value over the file's (or the default).
 fn put<T>(dst: &mut T, v: Option<T>) {
     if let Some(v) = v {
@@ -680,5 +737,72 @@ mod tests {
                 "{flag}"
             );
         }
+    }
+
+    /// Every `serve` flag with a list of values, given one it does not list, and every
+    /// numeric flag given a negative number, is refused naming its key and flag and
+    /// what it takes, never with the flag parser's words or a Rust type's name.
+    #[test]
+    fn refused_flag_values_name_key_flag_and_what_they_take() {
+        use clap::Subcommand;
+        let cli = ProxyCommand::augment_subcommands(clap::Command::new("cborgate"));
+        let refused = |argv: &[&str]| {
+            let e = cli
+                .clone()
+                .try_get_matches_from(["cborgate", "serve"].iter().chain(argv))
+                .unwrap_err();
+            flag_error(&e, &cli)
+        };
+        for (argv, want) in [
+            (
+                &["--shutdown-delay-seconds", "-1"][..],
+                "server.shutdown_delay_seconds (--shutdown-delay-seconds): -1 is negative: it \
+                 takes a whole number from 0 to 3600",
+            ),
+            (
+                &["--threads=-2"],
+                "server.threads (--threads): -2 is negative: it takes a whole number, 0 or more",
+            ),
+            (
+                &["--threads", "two"],
+                "server.threads (--threads): \"two\" is not a whole number, 0 or more",
+            ),
+            (
+                &["--mode", "nativ"],
+                "upstream.mode (--mode): \"nativ\" is not one of: auto, legacy, native, upgrade",
+            ),
+            (
+                &["--compress-responses=yes"],
+                "server.compress_responses (--compress-responses): \"yes\" is not one of: true, \
+                 false",
+            ),
+        ] {
+            assert_eq!(refused(argv).as_deref(), Some(want), "{argv:?}");
+        }
+        let serve = cli.find_subcommand("serve").unwrap();
+        let mut audited = 0;
+        for a in serve.get_arguments() {
+            let flag = format!("--{}", a.get_long().unwrap());
+            let numeric = a.get_value_names().is_some_and(|n| {
+                n.iter()
+                    .any(|n| ["N", "SECONDS", "BYTES", "MS"].contains(&n.as_str()))
+            });
+            let bad = if !a.get_possible_values().is_empty() {
+                "bogus"
+            } else if numeric {
+                "-1"
+            } else {
+                continue;
+            };
+            let got = refused(&[&format!("{flag}={bad}")])
+                .unwrap_or_else(|| panic!("{flag}={bad}: the flag parser's own message"));
+            assert!(got.contains(&format!(" ({flag}): ")), "{got}");
+            assert!(
+                got.contains("is not one of: ") || got.contains("is negative: it takes"),
+                "{got}"
+            );
+            audited += 1;
+        }
+        assert!(audited >= 36, "{audited} flags with values to refuse");
     }
 }
