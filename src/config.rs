@@ -675,6 +675,22 @@ impl Config {
                 TLS12_CIPHER_SUITES.join(", ")
             )));
         }
+        // TLS 1.3's suites cannot be chosen (always on, as in Go), so a list of only those
+        // leaves TLS 1.2 clients no suite at all. kube-apiserver takes such a list and
+        // then fails every TLS 1.2 handshake; cborgate says so at start instead.
+        let only_tls13 = !s.tls_cipher_suites.is_empty()
+            && s.tls_cipher_suites
+                .iter()
+                .all(|n| TLS13_CIPHER_SUITES.contains(&cipher_suite_name(n).unwrap_or("")));
+        if only_tls13 && s.tls_min_version != "VersionTLS13" {
+            return Err(ConfigError(format!(
+                "server.tls_cipher_suites (--tls-cipher-suites): {} are TLS 1.3 suites only, \
+                 which are always on and cannot be chosen: TLS 1.2 clients would have no suite. \
+                 For TLS 1.3 only, set server.tls_min_version = \"VersionTLS13\" \
+                 (--tls-min-version=VersionTLS13); otherwise name TLS 1.2 suites too",
+                s.tls_cipher_suites.join(", ")
+            )));
+        }
         Ok(())
     }
 
@@ -1159,6 +1175,32 @@ mod tests {
             }
         }
         assert!(numbers >= 26, "{numbers} numeric keys");
+    }
+
+    /// A cipher list of TLS 1.3 suites only would leave TLS 1.2 clients nothing: refused
+    /// at start unless TLS 1.3 is the minimum; TLS 1.3 names beside TLS 1.2 ones are
+    /// harmless (always on).
+    #[test]
+    fn a_tls13_only_cipher_list_needs_a_tls13_minimum() {
+        let suites = "tls_cipher_suites = [\"TLS_AES_128_GCM_SHA256\", \"TLS_AES_256_GCM_SHA384\"]";
+        let e = checked(&format!("[server]\n{suites}\n")).unwrap_err();
+        assert_eq!(
+            e.0,
+            "server.tls_cipher_suites (--tls-cipher-suites): TLS_AES_128_GCM_SHA256, \
+             TLS_AES_256_GCM_SHA384 are TLS 1.3 suites only, which are always on and cannot be \
+             chosen: TLS 1.2 clients would have no suite. For TLS 1.3 only, set \
+             server.tls_min_version = \"VersionTLS13\" (--tls-min-version=VersionTLS13); \
+             otherwise name TLS 1.2 suites too"
+        );
+        assert!(checked(&format!(
+            "[server]\n{suites}\ntls_min_version = \"VersionTLS13\"\n"
+        ))
+        .is_ok());
+        assert!(checked(
+            "[server]\ntls_cipher_suites = [\"TLS_AES_128_GCM_SHA256\", \
+             \"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"]\n"
+        )
+        .is_ok());
     }
 
     #[test]
