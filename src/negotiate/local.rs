@@ -14,7 +14,8 @@ use crate::codec::{CodecError, Reason};
 pub enum Failure {
     /// The upstream's name does not resolve (the message names the host).
     Unresolved(String),
-    /// Connecting, or the TLS handshake, failed; the kind is pingora's error type.
+    /// Connecting, or the TLS handshake, failed; why, in words that complete "the
+    /// upstream apiserver …" (`refused the connection`), never pingora's error name.
     Unavailable(&'static str),
     /// The upstream closed the connection before it sent a response head.
     ClosedBeforeAnswer,
@@ -265,7 +266,7 @@ impl Plan {
         match failure {
             Failure::Unresolved(why) => unavailable(why.clone()),
             Failure::Unavailable(kind) => {
-                unavailable(format!("the upstream apiserver is unavailable: {kind}"))
+                unavailable(format!("the upstream apiserver is unavailable: it {kind}"))
             }
             Failure::ClosedBeforeAnswer => unavailable(
                 "the upstream apiserver closed the connection or reset the stream before \
@@ -329,7 +330,7 @@ mod tests {
                 p.failure_answer(&Failure::Unresolved(
                     "cannot resolve the upstream host x".into(),
                 )),
-                p.failure_answer(&Failure::Unavailable("ConnectRefused")),
+                p.failure_answer(&Failure::Unavailable("refused the connection")),
                 p.failure_answer(&Failure::ClosedBeforeAnswer),
                 p.failure_answer(&Failure::HeaderTimeout),
                 p.failure_answer(&Failure::RefusedNotReplayable),
@@ -379,7 +380,7 @@ mod tests {
         // cborgate's own failures (DNS, connect, its timeout) are still answered.
         for f in [
             Failure::Unresolved("x".into()),
-            Failure::Unavailable("ConnectRefused"),
+            Failure::Unavailable("refused the connection"),
             Failure::HeaderTimeout,
         ] {
             assert!(native.failure_reply(&f).is_some(), "{f:?}");

@@ -287,7 +287,15 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
                 }
                 None => TlsSettings::intermediate("", ""),
             }
-            .map_err(|e| ConfigError(format!("server.tls_cert/tls_key: {e}")))?;
+            .map_err(|e| {
+                // pingora's error names its own types; its context is the cause.
+                let why = e.context.as_ref().map(|c| format!(": {}", c.as_str()));
+                ConfigError(format!(
+                    "server.tls_cert/tls_key (--tls-cert, --tls-key): the TLS listener could \
+                     not be set up{}",
+                    why.unwrap_or_default()
+                ))
+            })?;
             tls.set_cert_resolver(cert.clone());
             tls.enable_h2();
             proxy.add_listener(endpoint().tls(tls));

@@ -100,7 +100,7 @@ pub fn failure_of(e: &Error, answered: bool) -> Option<Failure> {
     match e.etype() {
         ConnectTimedout | ConnectRefused | ConnectNoRoute | ConnectError | TLSHandshakeFailure
         | TLSHandshakeTimedout | ConnectProxyFailure | BindError => {
-            Some(Failure::Unavailable(e.etype().as_str()))
+            Some(Failure::Unavailable(unavailable_words(e.etype())))
         }
         HTTPStatus(415) => Some(Failure::RefusedNotReplayable),
         // Only the upstream's silence is a 504; a client that stalls in its own body
@@ -112,6 +112,22 @@ pub fn failure_of(e: &Error, answered: bool) -> Option<Failure> {
             Some(Failure::ClosedBeforeAnswer)
         }
         _ => None,
+    }
+}
+
+/// Why the upstream is unavailable, in the words the client's 503 `Status` gives (they
+/// complete "the upstream apiserver …"): the plain cause, never pingora's error name
+/// (`ConnectRefused`, `TLSHandshakeFailure`); the operator's fuller account is the log
+/// line's and `/readyz`'s ([`upstream_failure_words`]).
+pub fn unavailable_words(etype: &ErrorType) -> &'static str {
+    use ErrorType::*;
+    match etype {
+        ConnectRefused => "refused the connection",
+        ConnectTimedout => "did not accept a connection in time",
+        ConnectNoRoute => "cannot be reached (no route to it)",
+        TLSHandshakeFailure => "failed the TLS handshake",
+        TLSHandshakeTimedout => "did not finish the TLS handshake in time",
+        _ => "cannot be connected to",
     }
 }
 
@@ -177,13 +193,12 @@ pub fn refused(e: &Error) -> bool {
 
 /// Whether pingora's error is the upstream ending a response whose head had already
 /// arrived (`answered`): a reset, a closed connection or a read error in the body.
-/// One line per upstream failure, in an operator's words; pingora's own account at
-/// debug level.
+/// One line per upstream failure, in an operator's words (no pingora error name); pingora's
+/// own account at debug level.
 pub fn log_upstream_failure(e: &Error) {
     tracing::warn!(
         target: "cborgate::proxy",
         reason = %upstream_failure_words(e.etype(), &e.to_string()),
-        kind = e.etype().as_str(),
         "upstream request failed"
     );
     tracing::debug!(target: "cborgate::proxy", error = %e, "upstream request failed");
@@ -229,13 +244,31 @@ mod tests {
             e.as_up();
             e
         };
-        for t in [
-            ErrorType::ConnectTimedout,
-            ErrorType::ConnectRefused,
-            ErrorType::TLSHandshakeFailure,
+        // The client's 503 says the cause in words, never pingora's error name.
+        for (t, words) in [
+            (
+                ErrorType::ConnectTimedout,
+                "did not accept a connection in time",
+            ),
+            (ErrorType::ConnectRefused, "refused the connection"),
+            (
+                ErrorType::ConnectNoRoute,
+                "cannot be reached (no route to it)",
+            ),
+            (ErrorType::ConnectError, "cannot be connected to"),
+            (ErrorType::BindError, "cannot be connected to"),
+            (ErrorType::ConnectProxyFailure, "cannot be connected to"),
+            (ErrorType::TLSHandshakeFailure, "failed the TLS handshake"),
+            (
+                ErrorType::TLSHandshakeTimedout,
+                "did not finish the TLS handshake in time",
+            ),
         ] {
-            let kind = t.as_str();
-            assert_eq!(failure_of(&up(t), false), Some(Failure::Unavailable(kind)));
+            assert_eq!(
+                failure_of(&up(t.clone()), false),
+                Some(Failure::Unavailable(words))
+            );
+            assert!(!words.contains(t.as_str()), "{words}");
         }
         assert_eq!(
             failure_of(&up(ErrorType::ReadTimedout), false),

@@ -581,6 +581,11 @@ fn status_503_when_the_upstream_is_unreachable() {
     assert_eq!(r.status, 503);
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["code"], 503);
+    // The cause in words, never pingora's error name (ConnectRefused).
+    assert_eq!(
+        v["message"],
+        "the upstream apiserver is unavailable: it refused the connection"
+    );
     let ready = once(h.admin, "GET", "/readyz", &[], None);
     assert_eq!(ready.status, 503);
     assert_eq!(once(h.admin, "GET", "/healthz", &[], None).status, 200);
