@@ -35,7 +35,8 @@ impl DrainTimes {
 /// Watches end cleanly, each with its request line logged, as kube-apiserver ends
 /// them when it shuts down: the terminating chunk on HTTP/1.1, `END_STREAM` on HTTP/2
 /// (`Admission::end_long_running`, `Gate::fail_to_proxy`); clients re-watch at once.
-/// SIGINT: fast exit.
+/// A second SIGTERM, SIGQUIT or SIGINT during the shutdown delay skips the rest of it: the
+/// drain begins at once. SIGINT first: fast exit.
 pub struct Drain {
     times: DrainTimes,
     admission: Arc<Admission>,
@@ -68,7 +69,21 @@ impl ShutdownSignalWatch for Drain {
                 delay_seconds = delay.as_secs(),
                 "SIGTERM: /readyz fails; still serving until the shutdown delay ends"
             );
-            tokio::time::sleep(delay).await;
+            // A second signal (SIGTERM, SIGQUIT or SIGINT) ends the delay early, as a
+            // second signal ends kube-apiserver's: the drain begins at once, so watches
+            // still end cleanly and short requests keep their grace period.
+            let second = tokio::select! {
+                _ = tokio::time::sleep(delay) => None,
+                _ = term.recv() => Some("SIGTERM"),
+                _ = quit.recv() => Some("SIGQUIT"),
+                _ = int.recv() => Some("SIGINT"),
+            };
+            if let Some(signal) = second {
+                tracing::info!(
+                    signal,
+                    "a second signal: the rest of the shutdown delay is skipped; draining now"
+                );
+            }
         }
         tracing::info!(
             grace_seconds = grace.as_secs(),

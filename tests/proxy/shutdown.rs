@@ -4,7 +4,8 @@
 //! 18); each watch leaves its request line; the process exits 0.
 
 use crate::connections::sigterm;
-use crate::support::harness::{poll_async, wait_exit, Harness};
+use crate::support::harness::{eventually, poll_async, wait_exit, Harness};
+use crate::support::http::once;
 use crate::support::http::{request_bytes, Conn};
 use crate::tls::{h2_connect, path, pki};
 use cborgate_standin::StandInOptions;
@@ -34,6 +35,32 @@ fn start(extra: &[&str]) -> (Harness, Receiver<String>) {
     (h, rx)
 }
 
+/// A CBOR watch on a new HTTP/1.1 connection, and its response head.
+fn http1_watch(h: &Harness) -> (Conn, crate::support::http::Head) {
+    let mut c = Conn::connect(h.proxy);
+    c.write(&request_bytes(
+        "GET",
+        WATCH,
+        &[("Accept", "application/cbor")],
+        None,
+    ));
+    let head = c.head();
+    (c, head)
+}
+
+/// Read a chunked watch to its terminating chunk (failing the test if it ends without
+/// one); the bytes of events read.
+fn read_to_the_terminating_chunk(c: &mut Conn) -> usize {
+    let mut bytes = 0;
+    loop {
+        match c.try_chunk() {
+            Ok(Some(chunk)) => bytes += chunk.len(),
+            Ok(None) => return bytes,
+            Err(e) => panic!("the watch ended without its terminating chunk: {e}"),
+        }
+    }
+}
+
 /// After the process has exited: its request lines for the watch path.
 fn watch_lines(lines: Receiver<String>) -> Vec<Value> {
     lines
@@ -55,27 +82,13 @@ fn assert_ended_by_shutdown(lines: &[Value]) {
 #[test]
 fn sigterm_ends_an_http1_watch_with_the_terminating_chunk_and_logs_it() {
     let (mut h, lines) = start(&[]);
-    let mut c = Conn::connect(h.proxy);
-    c.write(&request_bytes(
-        "GET",
-        WATCH,
-        &[("Accept", "application/cbor")],
-        None,
-    ));
-    let head = c.head();
+    let (mut c, head) = http1_watch(&h);
     assert_eq!(head.status, 200);
     assert_eq!(head.header("content-type"), Some("application/cbor-seq"));
     assert_eq!(head.header("transfer-encoding"), Some("chunked"));
     sigterm(&h);
     // The initial events, then the terminating chunk: a clean end.
-    let mut bytes = 0;
-    loop {
-        match c.try_chunk() {
-            Ok(Some(chunk)) => bytes += chunk.len(),
-            Ok(None) => break,
-            Err(e) => panic!("the watch ended without its terminating chunk: {e}"),
-        }
-    }
+    let bytes = read_to_the_terminating_chunk(&mut c);
     assert!(bytes > 0, "the initial events arrived first");
     assert!(c.is_closed(), "then the connection closes");
     assert_eq!(wait_exit(&mut h.child, Duration::from_secs(10)), Some(0));
@@ -132,4 +145,49 @@ fn sigterm_ends_an_http2_watch_with_end_stream_and_logs_it() {
     assert!(bytes > 0, "the initial events arrived first");
     assert_eq!(code, Some(0));
     assert_ended_by_shutdown(&watch_lines(lines));
+}
+
+/// A second SIGTERM during the shutdown delay skips the rest of it: the drain begins at
+/// once (a 600 s delay, so only the second signal can end it within the test's 10 s),
+/// the open watch still ends cleanly, and the process exits 0.
+#[test]
+fn a_second_sigterm_skips_the_rest_of_the_shutdown_delay() {
+    let (mut h, lines) = start(&["--shutdown-delay-seconds", "600"]);
+    let (mut c, head) = http1_watch(&h);
+    assert_eq!(head.status, 200);
+    sigterm(&h);
+    // The delay has begun: /readyz fails, and requests are still served.
+    eventually(10, "/readyz fails after the first SIGTERM", || {
+        once(h.admin, "GET", "/readyz", &[], None).status == 503
+    });
+    let r = once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps",
+        &[],
+        None,
+    );
+    assert_eq!(r.status, 200, "still serving during the delay");
+    sigterm(&h);
+    read_to_the_terminating_chunk(&mut c);
+    assert_eq!(wait_exit(&mut h.child, Duration::from_secs(10)), Some(0));
+    let lines: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["message"].as_str().is_some_and(
+            |m| m.starts_with("a second signal: the rest of the shutdown delay is skipped")
+        ) && l["signal"] == "SIGTERM"),
+        "{lines:?}"
+    );
+    let watch: Vec<Value> = lines
+        .into_iter()
+        .filter(|l| {
+            l["message"] == "request"
+                && l["path"] == "/api/v1/namespaces/demo/configmaps"
+                && l["ended"] == "shutdown"
+        })
+        .collect();
+    assert_ended_by_shutdown(&watch);
 }
