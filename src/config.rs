@@ -509,8 +509,9 @@ impl Config {
     /// the key and the file. The values are checked once, with the flags over them
     /// ([`Config::check`]).
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(format!("--config {}: cannot read it: {e}", path.display()))
+        })?;
         Self::from_toml(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
     }
 
@@ -1201,6 +1202,16 @@ mod tests {
              \"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"]\n"
         )
         .is_ok());
+    }
+
+    #[test]
+    fn a_config_file_that_cannot_be_read_is_named_with_its_flag() {
+        let e = Config::from_file(Path::new("/nonexistent/cborgate.toml")).unwrap_err();
+        assert_eq!(
+            e.0,
+            "--config /nonexistent/cborgate.toml: cannot read it: No such file or directory \
+             (os error 2)"
+        );
     }
 
     #[test]

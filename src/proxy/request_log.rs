@@ -42,11 +42,11 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
         .headers
         .get("user-agent")
         .map(|v| String::from_utf8_lossy(v.as_bytes()));
-    // pingora's error type, where it says more than the status and reason do.
+    // What failed, where it says more than the status and reason do, in words.
     // A response the drain ended has none: its end was clean.
     let error = e
         .filter(|e| !r.ended_by_drain && !matches!(e.etype(), ErrorType::HTTPStatus(_)))
-        .map(|e| e.etype().as_str());
+        .map(error_words);
     let ended = r.ended_by_drain.then_some("shutdown");
     tracing::info!(
         target: "cborgate::proxy",
@@ -71,6 +71,40 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     ex.release();
 }
 
+/// pingora's error as the request line's `error` field: which side (`client`, `upstream`,
+/// `proxy`) and what failed, in words (`upstream: connection closed`), never pingora's
+/// error type name (`ConnectionClosed`).
+fn error_words(e: &Error) -> String {
+    use pingora::ErrorSource;
+    use ErrorType::*;
+    let side = match e.esource() {
+        ErrorSource::Upstream => "upstream",
+        ErrorSource::Downstream => "client",
+        _ => "proxy",
+    };
+    let what = match e.etype() {
+        ConnectTimedout => "connect timed out",
+        ConnectRefused => "connection refused",
+        ConnectNoRoute => "no route",
+        TLSHandshakeFailure | TLSWantX509Lookup | InvalidCert | HandshakeError => {
+            "TLS handshake failed"
+        }
+        TLSHandshakeTimedout => "TLS handshake timed out",
+        ConnectError | BindError | AcceptError | SocketError | ConnectProxyFailure => {
+            "connect failed"
+        }
+        InvalidHTTPHeader | H1Error => "malformed HTTP/1.1",
+        H2Error | H2Downgrade | InvalidH2 => "HTTP/2 error",
+        ReadError => "read failed",
+        WriteError => "write failed",
+        ReadTimedout => "read timed out",
+        WriteTimedout => "write timed out",
+        ConnectionClosed => "connection closed",
+        _ => "internal error",
+    };
+    format!("{side}: {what}")
+}
+
 /// The `code` label, the status in decimal, written into `buf` rather than a `String`
 /// per request.
 fn code_label(code: u16, buf: &mut [u8; 5]) -> &str {
@@ -89,7 +123,46 @@ fn code_label(code: u16, buf: &mut [u8; 5]) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::code_label;
+    use super::{code_label, error_words};
+    use pingora::{Error, ErrorType};
+
+    #[test]
+    fn the_error_field_is_words_never_pingora_s_names() {
+        for (t, up, want) in [
+            (
+                ErrorType::ConnectionClosed,
+                true,
+                "upstream: connection closed",
+            ),
+            (
+                ErrorType::ConnectRefused,
+                true,
+                "upstream: connection refused",
+            ),
+            (
+                ErrorType::TLSHandshakeFailure,
+                true,
+                "upstream: TLS handshake failed",
+            ),
+            (ErrorType::ReadError, false, "client: read failed"),
+            (ErrorType::H2Error, false, "client: HTTP/2 error"),
+            (ErrorType::InternalError, true, "upstream: internal error"),
+        ] {
+            let mut e = Error::new(t.clone());
+            if up {
+                e.as_up();
+            } else {
+                e.as_down();
+            }
+            let got = error_words(&e);
+            assert_eq!(got, want);
+            assert!(!got.contains(t.as_str()), "{got}");
+        }
+        assert_eq!(
+            error_words(&Error::new(ErrorType::WriteTimedout)),
+            "proxy: write timed out"
+        );
+    }
 
     #[test]
     fn code_labels_are_the_status_in_decimal() {

@@ -368,7 +368,7 @@ fn upstream_failures_are_logged_as_upstream_failures_not_499() {
     let r = request_lines(&lines.seen);
     let reset = r.iter().find(|v| v["path"] == CM).unwrap();
     assert_eq!(reset["status"], 503, "{reset}");
-    assert_eq!(reset["error"], "ConnectionClosed", "{reset}");
+    assert_eq!(reset["error"], "upstream: connection closed", "{reset}");
     let reason = reset["reason"].as_str().unwrap();
     assert!(
         reason.contains("before answering") && reason.contains("ended without an answer"),
