@@ -4,8 +4,14 @@
 
 pub use crate::negotiate::forwarded::ForwardedFor;
 pub use crate::negotiate::UpstreamMode;
+pub use listen::listen_addr;
+pub use messages::not_one_of;
+use messages::plain_toml_error;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::{Path, PathBuf};
+
+mod listen;
+mod messages;
 
 /// Whether cborgate offers HTTP/2 to a TLS upstream (ALPN `h2`, then `http/1.1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -936,54 +942,6 @@ fn name_the_flag(message: &str) -> String {
     }
 }
 
-/// A listen address as Go programs take it: `IP:PORT`, `[IP]:PORT` (either family in
-/// brackets, as Go's `net.SplitHostPort` takes it), `HOST:PORT` or `[HOST]:PORT` (the
-/// name's first IPv4 address, else its first address, as `net.Listen` picks it) or
-/// `:PORT` (every interface of both families: `[::]:PORT`, which the listener binds with
-/// IPV6_V6ONLY off, as Go does; `0.0.0.0:PORT` where the host has no IPv6, see
-/// `process::server`). An IPv6 address with a port and no brackets (`fd00::5:9464`) is
-/// refused with the bracketed form to write instead; the error says what to write.
-pub fn listen_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
-    use std::net::{IpAddr, Ipv6Addr, SocketAddr, ToSocketAddrs};
-    let forms = "IP:PORT, [IP]:PORT, HOST:PORT or :PORT";
-    let bad = || format!("{addr:?} is not a listen address ({forms})");
-    if let Some(port) = addr.strip_prefix(':') {
-        let port = port.parse::<u16>().map_err(|_| bad())?;
-        return Ok(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)));
-    }
-    let (host, port) = match addr.strip_prefix('[') {
-        Some(rest) => rest.split_once("]:").ok_or_else(bad)?,
-        None => {
-            let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
-            if host.contains(':') {
-                // `fd00::5:9464` is itself an IPv6 address: which colon starts the port
-                // cannot be known, so Go refuses it too ("too many colons").
-                return Err(format!(
-                    "{addr:?} is an IPv6 address without brackets: write [{host}]:{port} \
-                     (an IPv6 address with a port is written in brackets)"
-                ));
-            }
-            (host, port)
-        }
-    };
-    let port = port.parse::<u16>().map_err(|_| bad())?;
-    if host.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    let all: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{addr:?}: the name {host} does not resolve: {e}"))?
-        .collect();
-    all.iter()
-        .find(|a| a.is_ipv4())
-        .or(all.first())
-        .copied()
-        .ok_or_else(bad)
-}
-
 /// The TOML parser's message with serde's Rust type names put in words: `expected usize`
 /// (a negative number or a fraction given) says what the key takes instead.
 /// A TOML error in an operator's words: `KEY (--FLAG): what is wrong` when it is about
@@ -1007,53 +965,6 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
         }
         _ => plain_toml_error(&e.to_string()),
     }
-}
-
-fn plain_toml_error(message: &str) -> String {
-    if let Some(words) = unknown_variant(message) {
-        return words;
-    }
-    // `invalid value: integer `-1`, expected usize`: the value, then what the key takes.
-    let mut out = match message
-        .strip_prefix("invalid value: ")
-        .and_then(|m| m.split_once(" `"))
-        .and_then(|(_, m)| m.split_once("`, "))
-    {
-        Some((value, expected)) => format!("{value} is not accepted: {expected}"),
-        None => message.to_string(),
-    };
-    for (rust, words) in [
-        ("expected usize", "expected a whole number, 0 or more"),
-        ("expected u64", "expected a whole number, 0 or more"),
-        ("expected u32", "expected a whole number, 0 or more"),
-        ("expected u16", "expected a whole number, 0 or more"),
-        ("expected u8", "expected a whole number, 0 or more"),
-        ("expected a boolean", "expected true or false"),
-        ("expected a sequence", "expected a list, [\"a\", \"b\"]"),
-    ] {
-        out = out.replace(rust, words);
-    }
-    out
-}
-
-/// A value that is none of a key's accepted values, in an operator's words:
-/// `"on" is not one of: auto, off`.
-pub fn not_one_of(value: &str, accepted: &[&str]) -> String {
-    format!("{value:?} is not one of: {}", accepted.join(", "))
-}
-
-/// serde's `unknown variant `x`, expected one of `a`, `b`` (or `` `a` or `b` ``) as
-/// [`not_one_of`]; `None` for any other message.
-fn unknown_variant(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("unknown variant `")?;
-    let (value, expected) = rest.split_once("`, expected ")?;
-    let expected = expected.strip_prefix("one of ").unwrap_or(expected);
-    let accepted: Vec<&str> = expected
-        .split([',', ' '])
-        .filter(|w| !w.is_empty() && *w != "or")
-        .map(|w| w.trim_matches('`'))
-        .collect();
-    Some(not_one_of(value, &accepted))
 }
 
 /// The documented default file at the repository root.
