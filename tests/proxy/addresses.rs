@@ -60,15 +60,24 @@ fn the_proxy_and_the_admin_listener_serve_on_ipv6_loopback() {
     stop(child);
 }
 
+/// `--listen [127.0.0.1]:P --admin [::1]:Q` (the admin on `[127.0.0.1]` where the host
+/// has no IPv6 loopback).
 #[test]
 fn an_ipv4_address_in_brackets_is_taken_as_go_takes_it() {
-    let (p, a) = (free_on("127.0.0.1").unwrap(), free_on("127.0.0.1").unwrap());
-    let (_rt, _standin, mut child) =
-        serve(&format!("[127.0.0.1]:{p}"), &format!("[127.0.0.1]:{a}"));
+    let p = free_on("127.0.0.1").unwrap();
+    let admin: SocketAddr = match free_on("[::1]") {
+        Some(a) => format!("[::1]:{a}"),
+        None => format!("127.0.0.1:{}", free_on("127.0.0.1").unwrap()),
+    }
+    .parse()
+    .unwrap();
+    let bracketed = format!("[{}]:{}", admin.ip(), admin.port());
+    let (_rt, _standin, mut child) = serve(&format!("[127.0.0.1]:{p}"), &bracketed);
     let proxy: SocketAddr = format!("127.0.0.1:{p}").parse().unwrap();
     wait_for(proxy, &mut child);
-    wait_for(format!("127.0.0.1:{a}").parse().unwrap(), &mut child);
+    wait_for(admin, &mut child);
     assert_eq!(once(proxy, "GET", PATH, &[], None).status, 200);
+    assert_eq!(once(admin, "GET", "/metrics", &[], None).status, 200);
     stop(child);
 }
 
