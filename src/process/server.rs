@@ -455,3 +455,33 @@ pub fn run(built: Built, logs: Flush) -> ! {
     logs.flush();
     std::process::exit(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `[::]` is bound for both families; where the host has no IPv6 (the socket family
+    /// unsupported, or `::` not assignable), `0.0.0.0` with the same port instead.
+    #[test]
+    fn every_interface_binds_both_families_or_falls_back_to_ipv4() {
+        let any: SocketAddr = "[::]:0".parse().unwrap();
+        let got = check_listen("server.listen", "--listen", any).unwrap();
+        assert!(got == any || got == "0.0.0.0:0".parse().unwrap(), "{got}");
+        assert!(both_families(any));
+        assert!(!both_families("[::1]:0".parse().unwrap()));
+        assert!(!both_families("0.0.0.0:0".parse().unwrap()));
+        for errno in [
+            libc::EAFNOSUPPORT,
+            libc::EADDRNOTAVAIL,
+            libc::EPROTONOSUPPORT,
+        ] {
+            assert!(no_ipv6(&std::io::Error::from_raw_os_error(errno)));
+        }
+        assert!(!no_ipv6(&std::io::Error::from_raw_os_error(
+            libc::EADDRINUSE
+        )));
+        let opts = socket_options(any);
+        assert_eq!(opts.ipv6_only, Some(false));
+        assert_eq!(socket_options("[::1]:0".parse().unwrap()).ipv6_only, None);
+    }
+}
