@@ -1,8 +1,13 @@
 # cborgate container image.
 #
-#   docker build -t ghcr.io/example/cborgate:0.1.0 .
-#   docker run --rm -p 8080:8080 -p 9464:9464 ghcr.io/example/cborgate:0.1.0 \
-#       serve --listen 0.0.0.0:8080 --admin 0.0.0.0:9464 --upstream https://apiserver.example:6443
+#   docker build --build-arg CBORGATE_GIT_COMMIT="$(git rev-parse --short=12 HEAD)" \
+#       -t REGISTRY/cborgate:TAG .
+#   docker run --rm -p 8080:8080 -p 9464:9464 REGISTRY/cborgate:TAG \
+#       serve --listen :8080 --admin :9464 --upstream https://apiserver.example:6443
+#
+# CBORGATE_GIT_COMMIT stamps the commit into `--version` and cborgate_build_info
+# (build.rs); the build context has no .git (.dockerignore), so without it both
+# say `unknown`. .github/workflows/release.yml passes it.
 #
 # Without arguments the image prints `cborgate serve --help` (CMD below) and
 # exits 0: serving needs at least --upstream, which no default can guess, and

@@ -5,7 +5,8 @@ which bundles it as libhelm_c; no helm binary, no cluster), for validate.sh.
   render_helm.py CHART OUTDIR
 
 Writes OUTDIR/helm-<case>.yaml for each values case (the defaults and every
-file in CHART/ci/), after `helm lint`. Also renders the opt-in shared
+file in CHART/ci/), after `helm lint`; then `helm package`s the chart into OUTDIR
+and renders every case again from the archive. Also renders the opt-in shared
 front-proxy credential WITHOUT its acknowledgement and expects Helm to refuse.
 Exit status 1 if anything fails.
 """
@@ -59,6 +60,34 @@ def main() -> int:
             else:
                 print(f"  FAIL the unacknowledged shared credential failed for another reason: {e}")
                 bad += 1
+    # The chart as an operator vendors it: `helm package` (no symlinks may leave the
+    # chart folder), then `helm template` of the archive, which must render what the
+    # folder renders and carry the monitoring files themselves.
+    try:
+        archive = helm.package(chart_dir, destination=out)
+    except Exception as e:
+        print(f"  FAIL helm package: {e}")
+        return 1
+    with helm.Chart.load(chart_dir) as d, helm.Chart.load_archive(open(archive, "rb").read()) as a:
+        files = {f.get("name") or f.get("path"): f for f in a.files}
+        for want in ("files/prometheusrule.yaml", "files/grafana-dashboard.json"):
+            if want not in files:
+                print(f"  FAIL the packaged chart lacks {want}")
+                bad += 1
+        same = 0
+        for name, values in cases:
+            try:
+                if a.render(values, name="cborgate", namespace="cborgate") != \
+                        d.render(values, name="cborgate", namespace="cborgate"):
+                    print(f"  FAIL helm template ({name}) of the packaged chart differs from the chart folder's")
+                    bad += 1
+                else:
+                    same += 1
+            except Exception as e:
+                print(f"  FAIL helm template ({name}) of the packaged chart: {e}")
+                bad += 1
+        print(f"  ok   helm package: {os.path.basename(archive)} ({os.path.getsize(archive)} bytes); "
+              f"helm template of it renders {same} of {len(cases)} cases as the folder does")
     print(f"  Helm SDK {helm.helm_sdk_version()} (helm-python-sdk {helm.helm_c_version()})")
     return 1 if bad else 0
 

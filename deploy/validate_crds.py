@@ -563,7 +563,48 @@ def check_credentials(where: str, doc: dict, ps: dict, problems: Problems) -> No
                                 "acknowledged, next to the warning, or use a CA only the aggregated server trusts")
 
 
-ADMIN_OK = re.compile(r"^(127\.0\.0\.1|\[::1\]|localhost|\$\(POD_IP\)|\$\(NODE_IP\)):\d+$")
+ADMIN_OK = re.compile(r"^(127\.0\.0\.1|\[127\.0\.0\.1\]|\[::1\]|localhost|\$\(POD_IP\)|\$\(NODE_IP\)"
+                      r"|\[\$\(POD_IP\)\]|\[\$\(NODE_IP\)\]):\d+$")
+
+# The pod's or node's address, as the downward API fills $(POD_IP)/$(NODE_IP), in each family.
+FAMILY_ADDRS = {"IPv4": "192.0.2.10", "IPv6": "fd00::5"}
+
+
+def listen_addr_error(addr: str, family: str) -> Optional[str]:
+    """Why cborgate would refuse `addr`, or not serve `family` on it (None: fine). The
+    binary's rule (src/config.rs listen_addr, docs/surface.md): IPv4:PORT, [IP]:PORT for
+    either family, HOST:PORT, or :PORT (every address)."""
+    import ipaddress
+    m = re.fullmatch(r"\[([^\]]*)\]:(\d{1,5})", addr) or re.fullmatch(r"()?:(\d{1,5})", addr) \
+        or re.fullmatch(r"([^:\[\]]+):(\d{1,5})", addr)
+    if not m or int(m.group(2)) > 65535:
+        return "not IPv4:PORT, [IP]:PORT or :PORT (cborgate exits 2)"
+    host = m.group(1) or ""
+    if not host:
+        return None
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        if addr.startswith("["):
+            return f"[{host}] is not an IP address (cborgate exits 2)"
+        return None  # a host name
+    if family == "IPv6" and ip.version == 4:
+        return f"{host} is IPv4 only: an IPv6-only pod is not served (use :PORT or [$(POD_IP)]:PORT)"
+    return None
+
+
+def check_address_families(where: str, c: dict, problems: Problems) -> None:
+    """Each kit must work in IPv4, IPv6 and dual-stack clusters: render --listen and --admin
+    with an address of each family for $(POD_IP)/$(NODE_IP) and check cborgate takes it."""
+    opts = cborgate_opts(c)
+    for f in ("--listen", "--admin"):
+        if f not in opts:
+            continue
+        for family, ip in FAMILY_ADDRS.items():
+            rendered = re.sub(r"\$\((POD_IP|NODE_IP)\)", ip, opts[f])
+            err = listen_addr_error(rendered, family)
+            if err:
+                problems.add(where, f"{f} {opts[f]} in an {family} pod is {rendered}: {err}")
 
 
 def check_admin_bind(where: str, c: dict, problems: Problems) -> None:
@@ -663,11 +704,12 @@ def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int
 
 
 def port_of(addr: str) -> Optional[int]:
-    m = re.match(r"^(?:\[[0-9a-fA-F:.]+\]|[^:\[\]]+):(\d+)$", addr or "")
+    m = re.match(r"^(?:\[[^\]]+\]|[^:\[\]]*):(\d+)$", addr or "")
     return int(m.group(1)) if m else None
 
 
 def check_cborgate_container(where: str, c: dict, problems: Problems) -> None:
+    check_address_families(where, c, problems)
     args = c.get("args") or []
     if c.get("command"):
         problems.add(where, "use args, not command (the image's ENTRYPOINT is the binary)")
@@ -906,7 +948,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"  {len(all_docs)} documents: {counts['builtin']} built-in (Kubernetes {args.k8s_version}, strict, "
           f"kubernetes-validate {kv.__version__ if hasattr(kv, '__version__') else ''}), "
           f"{counts['custom']} custom resources (structural), {counts['rules']} alert rules, "
-          f"{counts['cborgate']} cborgate containers, {counts['dashboards']} dashboards / {counts['panels']} panels; "
+          f"{counts['cborgate']} cborgate containers (--listen, --admin rendered for IPv4 and IPv6), {counts['dashboards']} dashboards / {counts['panels']} panels; "
           f"metric families from {source}")
     return 1 if problems.items else 0
 
@@ -915,6 +957,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 # kubeadm: the patched kube-apiserver.yaml
 
 PKI = "/etc/kubernetes/pki/"
+LOOPBACK_BIND = "--bind-address=127.0.0.1"
 CBORGATE_PKI_FILES = ["apiserver.crt", "apiserver.key", "ca.crt", "front-proxy-ca.crt",
                       "front-proxy-client.crt", "front-proxy-client.key"]
 
@@ -939,12 +982,16 @@ def kubeadm_layout_problems(orig: dict, pod: dict) -> List[str]:
     oapi = ospec["containers"][0]
     # The apiserver: kubeadm's container, probes on loopback, nothing else changed.
     cmd = api.get("command") or []
-    if cmd != oapi.get("command"):
-        out.append("the kube-apiserver command differs from kubeadm's: the patch must leave flags to kubeadm")
+    # kubeadm's flags, every one kept, then the per-node loopback bind (kube-apiserver+json.yaml);
+    # pflag takes the last --bind-address.
+    if cmd != (oapi.get("command") or []) + [LOOPBACK_BIND]:
+        out.append(f"the kube-apiserver command must be kubeadm's, unchanged, followed by {LOOPBACK_BIND}")
+    binds = [a for a in cmd if a.startswith("--bind-address=")]
+    if not binds or binds[-1] != LOOPBACK_BIND:
+        out.append(f"kube-apiserver's last --bind-address must be 127.0.0.1, got {binds}")
     adv = next((a.split("=", 1)[1] for a in cmd if a.startswith("--advertise-address=")), None)
-    for want in ("--secure-port=6443", "--bind-address=127.0.0.1"):
-        if want not in cmd:
-            out.append(f"kube-apiserver needs {want} (apiServer.extraArgs in kubeadm-init.yaml)")
+    if "--secure-port=6443" not in cmd:
+        out.append("kube-apiserver needs --secure-port=6443")
     if not adv or adv.startswith("127."):
         out.append("kube-apiserver needs its node --advertise-address (the endpoint reconciler publishes it)")
     for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz"), ("startupProbe", "/livez")):
@@ -959,8 +1006,10 @@ def kubeadm_layout_problems(orig: dict, pod: dict) -> List[str]:
         out.append("kube-apiserver's image or mounts changed")
     # cborgate: on the advertised address, in front of the loopback apiserver.
     opts = cborgate_opts(cg)
-    if opts.get("--listen") != "$(NODE_IP):6443":
-        out.append(f"cborgate --listen must be $(NODE_IP):6443, got {opts.get('--listen')}")
+    if opts.get("--listen") != "[$(NODE_IP)]:6443":
+        out.append(f"cborgate --listen must be [$(NODE_IP)]:6443 (both families), got {opts.get('--listen')}")
+    if "--config" in opts or any("config" in (m.get("name") or "") for m in cg.get("volumeMounts") or []):
+        out.append("cborgate must take flags only: a config file missing on a node would stop the apiserver too")
     if opts.get("--upstream") != "https://127.0.0.1:6443":
         out.append(f"cborgate --upstream must be https://127.0.0.1:6443, got {opts.get('--upstream')}")
     env = {e.get("name"): e for e in cg.get("env") or []}
@@ -1003,6 +1052,89 @@ def kubeadm_layout_problems(orig: dict, pod: dict) -> List[str]:
     if extra:
         out.append(f"cborgate mounts more of the pki directory than it needs: {extra}")
     return out
+
+
+def kubeadm_failsafe_problems(orig: dict, configs: List[str]) -> List[str]:
+    """docs: a manifest kubeadm renders WITHOUT cborgate's patches (an `upgrade apply`
+    typed from habit, a `join --control-plane` on a node without the directory) must
+    serve on the node's address: no loopback bind in kubeadm's manifest, nor anywhere
+    in the configuration kubeadm keeps cluster-wide or is given."""
+    out: List[str] = []
+    cmd = ((orig.get("spec") or {}).get("containers") or [{}])[0].get("command") or []
+    binds = [a.split("=", 1)[1] for a in cmd if a.startswith("--bind-address=")]
+    if binds and (binds[-1].startswith("127.") or binds[-1] == "::1"):
+        out.append(f"kubeadm's unpatched manifest binds {binds[-1]}: without cborgate nothing listens "
+                   "on the node's address")
+    adv = next((a.split("=", 1)[1] for a in cmd if a.startswith("--advertise-address=")), "")
+    if not adv or adv.startswith("127."):
+        out.append("kubeadm's unpatched manifest has no node --advertise-address")
+    for f in configs:
+        for d in yaml.safe_load_all(open(f, encoding="utf-8")):
+            text = yaml.safe_dump(d or {})
+            if "bind-address" in text:
+                out.append(f"{f}: {d.get('kind')} sets bind-address: it belongs in the per-node patch only")
+    return out
+
+
+def cmd_kubeadm_failsafe(args: argparse.Namespace) -> int:
+    orig = yaml.safe_load(open(args.unpatched, encoding="utf-8"))
+    problems = kubeadm_failsafe_problems(orig, args.configs)
+    for p in problems:
+        print(f"  FAIL {p}")
+    if not problems:
+        adv = next(a for a in orig["spec"]["containers"][0]["command"] if a.startswith("--advertise-address="))
+        print(f"  ok   without the patches kubeadm's manifest serves on the node's address ({adv}, no "
+              f"loopback --bind-address); {len(args.configs)} kubeadm configuration file(s) carry no bind-address")
+    return 1 if problems else 0
+
+
+def cmd_existing_cluster(args: argparse.Namespace) -> int:
+    """deploy/kubeadm/config-from-cluster.sh's output keeps the cluster's
+    ClusterConfiguration exactly, and adds this node's InitConfiguration; the
+    cluster's manifest, patched, keeps every flag and volume kubeadm wrote."""
+    bad: List[str] = []
+    given = yaml.safe_load(open(args.cluster_config, encoding="utf-8"))
+    docs = [d for d in yaml.safe_load_all(open(args.written, encoding="utf-8")) if d]
+    kinds = [d.get("kind") for d in docs]
+    if kinds != ["InitConfiguration", "ClusterConfiguration"]:
+        bad.append(f"config-from-cluster.sh wrote {kinds}, not [InitConfiguration, ClusterConfiguration]")
+    else:
+        init, cluster = docs
+        if cluster != given:
+            bad.append("the ClusterConfiguration written differs from the cluster's kubeadm-config")
+        if init.get("apiVersion") != given.get("apiVersion"):
+            bad.append(f"InitConfiguration apiVersion {init.get('apiVersion')} != {given.get('apiVersion')}")
+        if (init.get("patches") or {}).get("directory") != "/etc/kubernetes/cborgate/patches":
+            bad.append("InitConfiguration has no patches.directory /etc/kubernetes/cborgate/patches")
+        manifest = yaml.safe_load(open(args.manifest, encoding="utf-8"))
+        ep = manifest["metadata"]["annotations"]["kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint"]
+        want = (ep.rsplit(":", 1)[0].strip("[]"), int(ep.rsplit(":", 1)[1]))
+        lae = init.get("localAPIEndpoint") or {}
+        if (lae.get("advertiseAddress"), lae.get("bindPort")) != want:
+            bad.append(f"localAPIEndpoint {lae} is not this node's {ep}")
+    # What the cluster set must still be in the patched manifest, each flag as kubeadm wrote it.
+    orig = yaml.safe_load(open(args.manifest, encoding="utf-8"))
+    ocmd = orig["spec"]["containers"][0]["command"]
+    for path in args.patched:
+        pod = yaml.safe_load(open(path, encoding="utf-8"))
+        cmd = pod["spec"]["containers"][0]["command"]
+        for flag in args.expect_flag:
+            if flag not in ocmd:
+                bad.append(f"fixture: {args.manifest} lacks {flag}")
+            if flag not in cmd:
+                bad.append(f"{path}: {flag} went away")
+        vols = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+        for v in orig["spec"].get("volumes") or []:
+            if vols.get(v["name"]) != v:
+                bad.append(f"{path}: the cluster's volume {v['name']} changed")
+        bad += [f"{path}: {p}" for p in kubeadm_layout_problems(orig, pod)]
+    for p in bad:
+        print(f"  FAIL {p}")
+    if not bad:
+        print(f"  ok   the cluster's ClusterConfiguration copied unchanged; {len(args.expect_flag)} cluster flags "
+              f"(SANs' endpoint, service range, OIDC, audit, encryption, external etcd) kept in "
+              f"{len(args.patched)} patched manifest(s), loopback bind last")
+    return 1 if bad else 0
 
 
 def cmd_kubeadm_check(args: argparse.Namespace) -> int:
@@ -1142,6 +1274,17 @@ def main() -> int:
     k.add_argument("--original", required=True, help="kubeadm's kube-apiserver.yaml before the patches")
     k.add_argument("patched", nargs="+", help="the same after the patches, one file per tool that applied them")
     k.set_defaults(func=cmd_kubeadm_check)
+    f = sub.add_parser("kubeadm-failsafe")
+    f.add_argument("--unpatched", required=True, help="kubeadm's kube-apiserver.yaml without cborgate's patches")
+    f.add_argument("configs", nargs="*", help="kubeadm configuration files that must carry no bind-address")
+    f.set_defaults(func=cmd_kubeadm_failsafe)
+    e = sub.add_parser("existing-cluster")
+    e.add_argument("--cluster-config", required=True, help="the cluster's ClusterConfiguration (kubeadm-config)")
+    e.add_argument("--written", required=True, help="config-from-cluster.sh's output")
+    e.add_argument("--manifest", required=True, help="kubeadm's manifest for that cluster, unpatched")
+    e.add_argument("--expect-flag", action="append", default=[], help="a flag the cluster set, to be kept")
+    e.add_argument("patched", nargs="+")
+    e.set_defaults(func=cmd_existing_cluster)
     r = sub.add_parser("render")
     r.add_argument("dir")
     r.set_defaults(func=cmd_render)

@@ -436,3 +436,49 @@ fn the_dependency_stage_builds_from_exactly_its_copied_files() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The commit stamp: the context has no `.git`, so build.rs reads the commit from
+/// `CBORGATE_GIT_COMMIT`. The builder stage must declare it as a build argument and
+/// pass it on as the environment of the build, and every `docker build` the
+/// Dockerfile, the README and the release workflow show must set it; otherwise
+/// `--version` says `commit unknown`.
+#[test]
+fn every_image_build_stamps_the_commit() {
+    let dockerfile = read("Dockerfile");
+    let stages = parse(&dockerfile);
+    let builder = stage(&stages, "builder");
+    let pos = |kw: &str, needle: &str| {
+        builder
+            .instrs
+            .iter()
+            .position(|i| i.keyword == kw && i.args.contains(needle))
+    };
+    let arg = pos("ARG", "CBORGATE_GIT_COMMIT").expect("builder: no ARG CBORGATE_GIT_COMMIT");
+    let env = pos("ENV", "CBORGATE_GIT_COMMIT=${CBORGATE_GIT_COMMIT}")
+        .expect("builder: no ENV CBORGATE_GIT_COMMIT=${CBORGATE_GIT_COMMIT}");
+    let build = builder
+        .instrs
+        .iter()
+        .rposition(|i| i.keyword == "RUN" && i.args.contains("cargo build"))
+        .expect("builder: no cargo build");
+    assert!(
+        arg < env && env < build,
+        "the ARG and ENV must come before the real build"
+    );
+    let mut commands = 0;
+    for file in ["Dockerfile", "README.md", ".github/workflows/release.yml"] {
+        let text = read(file);
+        // A command continued over several lines counts as one, up to its blank line.
+        for (i, _) in text.match_indices("docker build ") {
+            let rest = &text[i..];
+            let end = rest.find("\n\n").unwrap_or(rest.len());
+            commands += 1;
+            assert!(
+                rest[..end].contains("CBORGATE_GIT_COMMIT"),
+                "{file}: a `docker build` without --build-arg CBORGATE_GIT_COMMIT: {}",
+                &rest[..end.min(200)]
+            );
+        }
+    }
+    assert!(commands >= 2, "no documented docker build found");
+}

@@ -48,7 +48,7 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* env POD_IP, for --admin $(POD_IP):9464 (the admin port has no authentication). */}}
+{{/* env POD_IP, for --admin [$(POD_IP)]:9464 (the admin port has no authentication). */}}
 {{- define "cborgate.podIPEnv" -}}
 - name: POD_IP
   valueFrom:
