@@ -3,7 +3,7 @@
 //! [`crate::tls::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
-use super::local_reply::upstream_failure_words;
+use super::local_reply::{upstream_failure_words_in, TlsFiles};
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::negotiate::pool::Pool;
 use crate::negotiate::upstream_cbor::{
@@ -334,6 +334,9 @@ pub struct Upstream {
     pub readiness: Arc<Readiness>,
     /// Upgrade mode also probes the upstream's CBOR.
     mode: UpstreamMode,
+    /// `upstream.ca_file` and `upstream.client_cert`, for the words of a TLS failure.
+    ca_file: String,
+    client_cert_file: String,
 }
 
 /// The `group_key` bit of long-running requests' upstream connections.
@@ -358,6 +361,8 @@ impl Upstream {
             insecure: config.upstream.insecure_skip_verify,
             readiness: Arc::new(Readiness::default()),
             mode: config.upstream.mode,
+            ca_file: config.upstream.ca_file.clone(),
+            client_cert_file: config.upstream.client_cert.clone(),
         })
     }
 
@@ -435,6 +440,15 @@ impl Upstream {
         Arc::clone(&self.connect_gate).acquire_owned().await.ok()
     }
 
+    /// The files behind the upstream's TLS, for the words of a failure.
+    pub fn tls_files(&self) -> TlsFiles<'_> {
+        TlsFiles {
+            system_roots: self.ca_file.is_empty() && !self.insecure,
+            ca_file: &self.ca_file,
+            client_cert: &self.client_cert_file,
+        }
+    }
+
     /// The Host header the upstream expects when the client sent none.
     fn host_header(&self) -> String {
         if self.url.host.contains(':') {
@@ -467,7 +481,7 @@ impl Upstream {
         let words = |e: &pingora::Error| {
             format!(
                 "the upstream at {addr} {}",
-                upstream_failure_words(e.etype(), &e.to_string())
+                upstream_failure_words_in(e.etype(), &e.to_string(), &self.tls_files())
             )
         };
         let (mut session, _) = connector
