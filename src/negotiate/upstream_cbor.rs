@@ -4,7 +4,11 @@
 //! with `Accept: application/cbor` is 403 on both, `/version` 406 on both, `/api` and
 //! `/apis` with a token 406 on both); only a resource request with credentials tells them
 //! apart (on: 200 `application/cbor`; off: 406). So readiness learns it from the requests
-//! upgrade mode makes CBOR (docs/wire.md §5, `upgrade`).
+//! upgrade mode makes CBOR, and from a probe of its own that any authenticated identity may
+//! make: `POST /apis/authentication.k8s.io/v1/selfsubjectreviews` (RBAC's `system:basic-user`)
+//! with `Accept: application/cbor`, answered 201 `application/cbor` by a CBOR-enabled 1.36.2
+//! (native-1.36 `selfsubjectreview`) and 406 by a server without CBOR (docs/wire.md §5,
+//! `upgrade`). Anonymous, it is a 401 or 403 in JSON either way: it tells nothing.
 
 use super::plan::{BodyAction, Plan, UpstreamMode};
 use super::response::{is_cbor, media_type, ResponseHead};
@@ -54,6 +58,48 @@ impl Plan {
              apiserver with CBORServingAndStorage=true",
             self.verb.label()
         )
+    }
+}
+
+/// The path of upgrade mode's CBOR probe, and the JSON body it sends.
+pub const CBOR_PROBE_PATH: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+pub const CBOR_PROBE_BODY: &str =
+    r#"{"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1"}"#;
+
+/// What the answer to the CBOR probe says: CBOR, a refusal, or nothing (a 401 or 403 to a
+/// probe without an identity, any other answer).
+pub fn cbor_probe_support(status: u16, content_type: Option<&str>) -> Option<CborSupport> {
+    match status {
+        406 | 415 => Some(CborSupport::Refused(format!(
+            "the upstream refuses CBOR ({status} to POST selfsubjectreviews.authentication.k8s.io); \
+             --mode upgrade needs an apiserver with CBORServingAndStorage=true"
+        ))),
+        200..=299 if is_cbor(media_type(content_type)) => Some(CborSupport::Speaks),
+        _ => None,
+    }
+}
+
+/// Why `/readyz` is 503, by cause; the metrics and alerts tell them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotReady {
+    /// The process is shutting down.
+    Draining,
+    /// The readiness probe got no answer below 500: unreachable, TLS, timeout, 5xx.
+    Unreachable,
+    /// The upstream answers, but refuses CBOR (upgrade mode only).
+    WithoutCbor,
+}
+
+/// What `/readyz` says: draining first, then the readiness probe, then (upgrade mode) the
+/// upstream's CBOR as its answers and the CBOR probe last showed it. `refuses_cbor` is
+/// only ever set in upgrade mode; a refusal seen while the upstream is unreachable says
+/// less than the failed probe does.
+pub fn readiness(draining: bool, reachable: bool, refuses_cbor: bool) -> Result<(), NotReady> {
+    match (draining, reachable, refuses_cbor) {
+        (true, _, _) => Err(NotReady::Draining),
+        (false, false, _) => Err(NotReady::Unreachable),
+        (false, true, true) => Err(NotReady::WithoutCbor),
+        (false, true, false) => Ok(()),
     }
 }
 
@@ -151,6 +197,51 @@ mod tests {
                 want,
                 "{mode:?} {method} {path} {accept:?} {ct:?} -> {status} {rct:?}"
             );
+        }
+    }
+
+    #[test]
+    fn readiness_table() {
+        use NotReady::*;
+        #[rustfmt::skip]
+        let cases = [
+            // (draining, reachable, refuses CBOR) -> verdict
+            (false, true, false, Ok(())),
+            (false, true, true, Err(WithoutCbor)),
+            (false, false, false, Err(Unreachable)),
+            (false, false, true, Err(Unreachable)),
+            (true, true, false, Err(Draining)),
+            (true, false, true, Err(Draining)),
+        ];
+        for (d, r, c, want) in cases {
+            assert_eq!(readiness(d, r, c), want, "{d} {r} {c}");
+        }
+    }
+
+    #[test]
+    fn cbor_probe_table() {
+        let refused = |s: u16| {
+            Some(Refused(format!(
+                "the upstream refuses CBOR ({s} to POST selfsubjectreviews.authentication.k8s.io); \
+                 --mode upgrade needs an apiserver with CBORServingAndStorage=true"
+            )))
+        };
+        #[rustfmt::skip]
+        let cases = [
+            // CBOR-enabled 1.36.2 (native-1.36 `selfsubjectreview`).
+            (201, Some("application/cbor"), Some(Speaks)),
+            // Without CBOR: a 406 in JSON.
+            (406, Some("application/json"), refused(406)),
+            (415, Some("application/json"), refused(415)),
+            // No identity, or one not allowed: written by the filters in JSON on both.
+            (401, Some("application/json"), None),
+            (403, Some("application/json"), None),
+            (201, Some("application/json"), None),
+            (404, Some("application/json"), None),
+            (500, None, None),
+        ];
+        for (status, ct, want) in cases {
+            assert_eq!(cbor_probe_support(status, ct), want, "{status} {ct:?}");
         }
     }
 }

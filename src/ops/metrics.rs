@@ -66,6 +66,8 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_memory_trims_total",
     "cborgate_certificate_expiry_timestamp_seconds",
     "cborgate_cbor_protected_total",
+    "cborgate_upstream_cbor",
+    "cborgate_reload_last_success",
 ];
 
 pub struct Metrics {
@@ -95,6 +97,10 @@ pub struct Metrics {
     /// request whose reused connection failed.
     pub upstream_retries_total: IntCounterVec,
     pub upstream_ready: IntGauge,
+    /// 0 while upgrade mode knows the upstream refuses CBOR, 1 otherwise.
+    pub upstream_cbor: IntGauge,
+    /// `file` is one of [`RELOAD_FILES`]: 1 when its last load succeeded, 0 when it failed.
+    pub reload_last_success: IntGaugeVec,
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
     pub reloads_total: IntCounterVec,
     /// `method` is a [`Method`] label, `result` one of [`AUTH_RESULTS`]; never a user.
@@ -326,7 +332,7 @@ impl Metrics {
                 "Requests sent upstream again after a failed attempt, by reason (refused: the upstream refused it unprocessed, with an HTTP/2 GOAWAY or REFUSED_STREAM, any method; connection: an idempotent request whose reused connection failed). The 415 replay is counted in cborgate_fallbacks_total instead.",
                 counter(&["reason"])),
             upstream_ready: family!("gauge", "cborgate_upstream_ready",
-                "1 while the upstream answers the readiness probe over the same TLS and credentials as requests, 0 otherwise.",
+                "1 while /readyz is 200 for the upstream: it answers the readiness probe over the same TLS and credentials as requests and, with --mode upgrade, is not known to refuse CBOR (cborgate_upstream_cbor); 0 otherwise.",
                 gauge),
             reloads_total: family!("counter", "cborgate_reloads_total",
                 "Reloads of certificates, keys and CA bundles from disk, by file (serving, upstream_ca, upstream_client, client_ca, requestheader_ca) and result (success, failure).",
@@ -361,6 +367,12 @@ impl Metrics {
             cbor_protected_total: family!("counter", "cborgate_cbor_protected_total",
                 "Answers sent as JSON instead of CBOR to a client that decodes CBOR with client-go 1.32-1.35's limits (1,024 elements per array or pairs per map) and accepts JSON, by client family and reason (over_limit: an array or map over cbor_protection.max_elements was seen; undecided: not known within cbor_protection.hold_bytes, or a watch).",
                 counter(&["client", "reason"])),
+            upstream_cbor: family!("gauge", "cborgate_upstream_cbor",
+                "0 while /readyz is 503 because the upstream answers but refuses CBOR (--mode upgrade: its CBOR probe or a request cborgate made CBOR was answered 406 or 415), 1 otherwise. With cborgate_upstream_ready 0, 1 means the upstream cannot be reached (or answers 5xx), 0 that it answers without CBOR.",
+                gauge),
+            reload_last_success: family!("gauge", "cborgate_reload_last_success",
+                "1 when the last load of each configured file (serving, upstream_ca, upstream_client, client_ca, requestheader_ca) succeeded, at start-up or on a reload; 0 while its last reload failed and the previous material is still in use. No sample for a file not configured.",
+                gauges(&["file"])),
             registry,
             families,
         };
@@ -412,6 +424,7 @@ impl Metrics {
         for format in ["cbor", "json"] {
             self.watch_events_total.with_label_values(&[format]);
         }
+        self.upstream_cbor.set(1);
         for client in ClientFamily::ALL {
             for reason in ProtectReason::ALL {
                 self.cbor_protected_total
@@ -881,7 +894,9 @@ mod tests {
             }
             // One series per certificate cborgate has loaded: none without TLS
             // files, and nothing to expire then (docs/wire.md §6).
-            if name == "cborgate_certificate_expiry_timestamp_seconds" {
+            if name == "cborgate_certificate_expiry_timestamp_seconds"
+                || name == "cborgate_reload_last_success"
+            {
                 continue;
             }
             let found = text

@@ -26,6 +26,16 @@ fn publish_expiry(kind: Kind, path: &str) {
     }
 }
 
+/// Publish whether the last load of `kind`'s files succeeded, in
+/// `cborgate_reload_last_success` (the files were loaded at start-up, or cborgate would
+/// not have started).
+fn publish_outcome(kind: Kind, ok: bool) {
+    metrics()
+        .reload_last_success
+        .with_label_values(&[kind.label()])
+        .set(i64::from(ok));
+}
+
 /// Reloads one set of files; an error keeps what was loaded before.
 pub type ReloadFn = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -64,8 +74,9 @@ impl Reloader {
         client: Option<(String, String)>,
     ) -> Self {
         let mut watched = Vec::new();
-        let mut watch = |kind, paths: Vec<String>, reload: ReloadFn| {
+        let mut watch = |kind: Kind, paths: Vec<String>, reload: ReloadFn| {
             publish_expiry(kind, &paths[0]);
+            publish_outcome(kind, true);
             watched.push(Watched {
                 kind,
                 seen: fingerprint(&paths),
@@ -104,6 +115,7 @@ impl Reloader {
     /// contents change (or on SIGHUP).
     pub fn watch(&mut self, kind: Kind, paths: Vec<String>, reload: ReloadFn) {
         publish_expiry(kind, &paths[0]);
+        publish_outcome(kind, true);
         self.watched.push(Watched {
             kind,
             seen: fingerprint(&paths),
@@ -128,6 +140,7 @@ impl Reloader {
                 .reloads_total
                 .with_label_values(&[w.kind.label(), label])
                 .inc();
+            publish_outcome(w.kind, result.is_ok());
             if result.is_ok() {
                 publish_expiry(w.kind, &w.paths[0]);
             }

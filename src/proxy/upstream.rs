@@ -3,10 +3,13 @@
 //! [`crate::tls::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
-use super::local_reply::upstream_failure_words;
+use super::local_reply::{upstream_failure_words_in, TlsFiles};
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::negotiate::pool::Pool;
-use crate::negotiate::CborSupport;
+use crate::negotiate::upstream_cbor::{
+    cbor_probe_support, readiness, NotReady, CBOR_PROBE_BODY, CBOR_PROBE_PATH,
+};
+use crate::negotiate::{CborSupport, UpstreamMode};
 use crate::ops::metrics::metrics;
 use crate::tls::UpstreamTls;
 use pingora::http::RequestHeader;
@@ -176,8 +179,9 @@ impl Resolver {
 }
 
 /// Whether the upstream answered the last readiness probe, and why not; in upgrade mode
-/// also whether its answers show it refuses CBOR ([`CborSupport`]), which the probe cannot
-/// tell (docs/wire.md §5, `upgrade`).
+/// also whether it speaks CBOR ([`CborSupport`]), from the answers to the requests cborgate
+/// made CBOR and from the CBOR probe (docs/wire.md §5, `upgrade`). What `/readyz` says
+/// follows from these in [`crate::negotiate::upstream_cbor::readiness`].
 #[derive(Debug)]
 pub struct Readiness {
     /// The upstream refuses CBOR: a fast check for the requests that find it speaks
@@ -190,13 +194,35 @@ pub struct Readiness {
 struct ReadinessState {
     probe_ready: bool,
     probe_why: String,
-    /// Why the upstream's answers say it cannot speak CBOR.
-    refuses_cbor: Option<String>,
+    /// Why the upstream's answers say it cannot speak CBOR, and when that was last seen.
+    refuses_cbor: Option<(String, Instant)>,
 }
 
+/// A refusal of CBOR learned from client traffic holds this long when the CBOR probe
+/// cannot tell (it has no identity the upstream lets make it), so that a pod taken out of
+/// its Service, which then gets no traffic, is tried again: `/readyz` recovers within
+/// this plus one probe interval once the upstream speaks CBOR.
+pub const REFUSAL_HOLD: Duration = Duration::from_secs(20);
+
 impl ReadinessState {
-    fn ready(&self) -> bool {
-        self.probe_ready && self.refuses_cbor.is_none()
+    fn verdict(&self) -> Result<(), NotReady> {
+        readiness(false, self.probe_ready, self.refuses_cbor.is_some())
+    }
+
+    fn publish(&self) {
+        metrics()
+            .upstream_ready
+            .set(i64::from(self.verdict().is_ok()));
+        metrics()
+            .upstream_cbor
+            .set(i64::from(self.verdict() != Err(NotReady::WithoutCbor)));
+    }
+
+    fn why(&self) -> String {
+        match (self.verdict(), &self.refuses_cbor) {
+            (Err(NotReady::WithoutCbor), Some((why, _))) => why.clone(),
+            _ => self.probe_why.clone(),
+        }
     }
 }
 
@@ -224,7 +250,7 @@ impl Readiness {
         let changed = s.probe_ready != ready;
         s.probe_ready = ready;
         s.probe_why = why;
-        metrics().upstream_ready.set(i64::from(s.ready()));
+        s.publish();
         changed
     }
 
@@ -232,35 +258,65 @@ impl Readiness {
     /// refusal is logged once (not once per request); so is the first CBOR answer after it.
     pub fn record_cbor(&self, support: CborSupport) {
         let refused = matches!(support, CborSupport::Refused(_));
-        if self.refuses_cbor.load(Ordering::Acquire) == refused {
+        if !refused && !self.refuses_cbor.load(Ordering::Acquire) {
             return;
         }
+        self.learn(
+            Some(support),
+            "the upstream answered a CBOR request with CBOR",
+        );
+    }
+
+    /// What upgrade mode's CBOR probe showed: a CBOR answer or a refusal settles it; when
+    /// the probe tells nothing, a refusal learned from traffic lapses after
+    /// [`REFUSAL_HOLD`] without another one.
+    pub fn record_cbor_probe(&self, support: Option<CborSupport>) {
+        if support.is_none() {
+            let mut s = self.state();
+            if s.refuses_cbor
+                .as_ref()
+                .is_some_and(|(_, at)| at.elapsed() >= REFUSAL_HOLD)
+            {
+                s.refuses_cbor = None;
+                self.refuses_cbor.store(false, Ordering::Release);
+                s.publish();
+                tracing::info!(
+                    reason = "no request has found the upstream refusing CBOR for 20 s",
+                    "upstream ready again unless the next CBOR request is refused"
+                );
+            }
+            return;
+        }
+        self.learn(support, "the upstream answered the CBOR probe with CBOR");
+    }
+
+    fn learn(&self, support: Option<CborSupport>, speaks: &str) {
         let mut s = self.state();
         match support {
-            CborSupport::Refused(why) if s.refuses_cbor.is_none() => {
-                tracing::warn!(reason = %why, "upstream not ready");
-                s.refuses_cbor = Some(why);
-            }
-            CborSupport::Speaks if s.refuses_cbor.is_some() => {
-                tracing::info!(
-                    reason = "the upstream answered a CBOR request with CBOR",
-                    "upstream ready"
-                );
+            Some(CborSupport::Refused(why)) => match &mut s.refuses_cbor {
+                // The first reason stays; the refusal is renewed.
+                Some((_, at)) => *at = Instant::now(),
+                None => {
+                    tracing::warn!(reason = %why, "upstream not ready");
+                    s.refuses_cbor = Some((why, Instant::now()));
+                }
+            },
+            Some(CborSupport::Speaks) if s.refuses_cbor.is_some() => {
+                tracing::info!(reason = speaks, "upstream ready");
                 s.refuses_cbor = None;
             }
             _ => {}
         }
         self.refuses_cbor
             .store(s.refuses_cbor.is_some(), Ordering::Release);
-        metrics().upstream_ready.set(i64::from(s.ready()));
+        s.publish();
     }
 
-    /// `(ready, reason)`: the upstream's refusal of CBOR comes first, as the probe
-    /// goes on answering 200 meanwhile.
+    /// `(ready, reason)`: the upstream's refusal of CBOR is the reason only while the
+    /// probe reaches the upstream.
     pub fn get(&self) -> (bool, String) {
         let s = self.state();
-        let why = s.refuses_cbor.as_ref().unwrap_or(&s.probe_why).clone();
-        (s.ready(), why)
+        (s.verdict().is_ok(), s.why())
     }
 }
 
@@ -276,6 +332,11 @@ pub struct Upstream {
     /// One HTTP/2 session acquisition at a time (`connect_turn`).
     connect_gate: Arc<tokio::sync::Semaphore>,
     pub readiness: Arc<Readiness>,
+    /// Upgrade mode also probes the upstream's CBOR.
+    mode: UpstreamMode,
+    /// `upstream.ca_file` and `upstream.client_cert`, for the words of a TLS failure.
+    ca_file: String,
+    client_cert_file: String,
 }
 
 /// The `group_key` bit of long-running requests' upstream connections.
@@ -299,6 +360,9 @@ impl Upstream {
             header_timeout: Duration::from_secs(config.upstream.response_header_timeout_seconds),
             insecure: config.upstream.insecure_skip_verify,
             readiness: Arc::new(Readiness::default()),
+            mode: config.upstream.mode,
+            ca_file: config.upstream.ca_file.clone(),
+            client_cert_file: config.upstream.client_cert.clone(),
         })
     }
 
@@ -376,6 +440,15 @@ impl Upstream {
         Arc::clone(&self.connect_gate).acquire_owned().await.ok()
     }
 
+    /// The files behind the upstream's TLS, for the words of a failure.
+    pub fn tls_files(&self) -> TlsFiles<'_> {
+        TlsFiles {
+            system_roots: self.ca_file.is_empty() && !self.insecure,
+            ca_file: &self.ca_file,
+            client_cert: &self.client_cert_file,
+        }
+    }
+
     /// The Host header the upstream expects when the client sent none.
     fn host_header(&self) -> String {
         if self.url.host.contains(':') {
@@ -393,59 +466,82 @@ impl Upstream {
         Ok(())
     }
 
-    /// One readiness probe: `GET /readyz` over a new connection made exactly as
-    /// requests make theirs (address, TLS, CA, client certificate). Any answer
-    /// below 500 means requests would reach a working server now (a 401 or 403
-    /// means the probe itself is not authorised, not that the server is down);
-    /// 5xx, a failed connection, handshake or timeout mean not ready.
-    pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
-        let attempt = async {
-            let addr = self.resolver.resolve().await?;
-            let mut peer = self.peer(addr, false, true, Pool::Credentialed);
-            self.choose_http_version(&mut peer, false);
-            let words = |e: &pingora::Error| {
-                format!(
-                    "the upstream at {addr} {}",
-                    upstream_failure_words(e.etype(), &e.to_string())
-                )
-            };
-            let (mut session, _) = connector
-                .get_http_session(&*peer)
-                .await
-                .map_err(|e| words(&e))?;
-            let mut req =
-                RequestHeader::build("GET", b"/readyz", None).map_err(|e| e.to_string())?;
-            req.insert_header("Host", self.host_header())
-                .map_err(|e| e.to_string())?;
-            req.insert_header(
-                "User-Agent",
-                concat!("cborgate/", env!("CARGO_PKG_VERSION"), " readiness"),
+    /// One probe request over a new connection made exactly as requests make theirs
+    /// (address, TLS, CA, client certificate): its status and Content-Type.
+    async fn ask(
+        &self,
+        connector: &pingora::connectors::http::Connector,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &'static str)>,
+    ) -> std::result::Result<(u16, Option<String>, SocketAddr), String> {
+        let addr = self.resolver.resolve().await?;
+        let mut peer = self.peer(addr, false, true, Pool::Credentialed);
+        self.choose_http_version(&mut peer, false);
+        let words = |e: &pingora::Error| {
+            format!(
+                "the upstream at {addr} {}",
+                upstream_failure_words_in(e.etype(), &e.to_string(), &self.tls_files())
             )
-            .map_err(|e| e.to_string())?;
-            if session.as_http1().is_some() {
-                req.insert_header("Connection", "close")
-                    .map_err(|e| e.to_string())?;
-            }
-            session
-                .write_request_header(Box::new(req))
-                .await
-                .map_err(|e| words(&e))?;
-            session.finish_request_body().await.map_err(|e| words(&e))?;
-            session
-                .read_response_header()
-                .await
-                .map_err(|e| words(&e))?;
-            let code = session.response_header().map_or(0, |r| r.status.as_u16());
-            session.shutdown().await;
-            Ok::<_, String>((code, addr))
         };
-        match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
-            Ok(Ok((code, addr))) if code < 500 => (
-                true,
-                format!("the upstream at {addr} answered GET /readyz with {code}"),
-            ),
-            Ok(Ok((code, addr))) => (
-                false,
+        let (mut session, _) = connector
+            .get_http_session(&*peer)
+            .await
+            .map_err(|e| words(&e))?;
+        let mut req =
+            RequestHeader::build(method, path.as_bytes(), None).map_err(|e| e.to_string())?;
+        let mut header =
+            |k: &'static str, v: String| req.insert_header(k, v).map_err(|e| e.to_string());
+        header("Host", self.host_header())?;
+        header(
+            "User-Agent",
+            concat!("cborgate/", env!("CARGO_PKG_VERSION"), " readiness").into(),
+        )?;
+        if session.as_http1().is_some() {
+            header("Connection", "close".into())?;
+        }
+        if let Some((bytes, accept)) = body {
+            header("Accept", accept.into())?;
+            header("Content-Type", "application/json".into())?;
+            header("Content-Length", bytes.len().to_string())?;
+        }
+        session
+            .write_request_header(Box::new(req))
+            .await
+            .map_err(|e| words(&e))?;
+        if let Some((bytes, _)) = body {
+            session
+                .write_request_body(bytes::Bytes::copy_from_slice(bytes.as_bytes()), true)
+                .await
+                .map_err(|e| words(&e))?;
+        }
+        session.finish_request_body().await.map_err(|e| words(&e))?;
+        session
+            .read_response_header()
+            .await
+            .map_err(|e| words(&e))?;
+        let (code, ct) = session.response_header().map_or((0, None), |r| {
+            (
+                r.status.as_u16(),
+                r.headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string),
+            )
+        });
+        session.shutdown().await;
+        Ok((code, ct, addr))
+    }
+
+    /// One readiness probe: `GET /readyz`. Any answer below 500 means requests would
+    /// reach a working server now (a 401 or 403 means the probe itself is not authorised,
+    /// not that the server is down); 5xx, a failed connection, handshake or timeout mean
+    /// not ready.
+    pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
+        match tokio::time::timeout(PROBE_TIMEOUT, self.ask(connector, "GET", "/readyz", None)).await
+        {
+            Ok(Ok((code, _, addr))) => (
+                code < 500,
                 format!("the upstream at {addr} answered GET /readyz with {code}"),
             ),
             Ok(Err(e)) => (false, e),
@@ -456,6 +552,24 @@ impl Upstream {
                     PROBE_TIMEOUT.as_secs()
                 ),
             ),
+        }
+    }
+
+    /// Upgrade mode's CBOR probe ([`cbor_probe_support`]): whether the upstream speaks
+    /// CBOR, with no client traffic needed; `None` when its answer tells nothing.
+    pub async fn cbor_probe(
+        &self,
+        connector: &pingora::connectors::http::Connector,
+    ) -> Option<CborSupport> {
+        let asked = self.ask(
+            connector,
+            "POST",
+            CBOR_PROBE_PATH,
+            Some((CBOR_PROBE_BODY, "application/cbor")),
+        );
+        match tokio::time::timeout(PROBE_TIMEOUT, asked).await {
+            Ok(Ok((code, ct, _))) => cbor_probe_support(code, ct.as_deref()),
+            _ => None,
         }
     }
 }
@@ -471,6 +585,10 @@ impl pingora::services::background::BackgroundService for ReadinessProbe {
         let connector = pingora::connectors::http::Connector::new(None);
         loop {
             let (ready, why) = self.0.probe(&connector).await;
+            if ready && self.0.mode == UpstreamMode::Upgrade {
+                let support = self.0.cbor_probe(&connector).await;
+                self.0.readiness.record_cbor_probe(support);
+            }
             let words = why.clone();
             if self.0.readiness.set(ready, why) {
                 if ready {
@@ -513,6 +631,26 @@ mod tests {
         assert_eq!(r.get(), (true, "probe ok".into()));
         assert!(r.set(false, "probe failed".into()));
         assert_eq!(r.get(), (false, "probe failed".into()));
+        // Unreachable comes first: a refusal seen meanwhile does not hide it.
+        r.record_cbor(CborSupport::Refused("third".into()));
+        assert_eq!(r.get(), (false, "probe failed".into()));
+        assert_eq!(metrics().upstream_cbor.get(), 1);
+        assert!(r.set(true, "probe ok".into()));
+        assert_eq!(r.get(), (false, "third".into()));
+        assert_eq!(metrics().upstream_cbor.get(), 0);
+        // The CBOR probe settles it either way.
+        r.record_cbor_probe(Some(CborSupport::Speaks));
+        assert_eq!(r.get(), (true, "probe ok".into()));
+        assert_eq!(metrics().upstream_cbor.get(), 1);
+        r.record_cbor_probe(Some(CborSupport::Refused("probe".into())));
+        assert_eq!(r.get(), (false, "probe".into()));
+        // A probe that tells nothing keeps a fresh refusal, and lets an old one lapse.
+        r.record_cbor_probe(None);
+        assert_eq!(r.get(), (false, "probe".into()));
+        r.state().refuses_cbor.as_mut().unwrap().1 -= REFUSAL_HOLD;
+        r.record_cbor_probe(None);
+        assert_eq!(r.get(), (true, "probe ok".into()));
+        assert_eq!(metrics().upstream_ready.get(), 1);
     }
 
     /// A lookup that fails until `ok` is set, counting its calls.

@@ -28,6 +28,8 @@ use super::{RecordedRequest, StandInOptions};
 pub(crate) struct Shared {
     pub store: Mutex<Store>,
     pub opts: StandInOptions,
+    /// `opts.cbor`, changed by [`super::StandIn::set_cbor`].
+    pub cbor: Mutex<super::CborMode>,
     pub addr: std::net::SocketAddr,
     pub requests: Mutex<Vec<(u64, RecordedRequest)>>,
     pub next_request: std::sync::atomic::AtomicU64,
@@ -41,7 +43,12 @@ impl Shared {
 
     /// The server behind an API group (`""`: core).
     pub(crate) fn serving(&self, group: &str) -> Serving {
-        if self.opts.cbor.serves_cbor(group) {
+        if self
+            .cbor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .serves_cbor(group)
+        {
             Serving::Cbor
         } else {
             Serving::Legacy
@@ -157,6 +164,7 @@ enum Target {
     GroupVersion(String),
     Version,
     Health,
+    SelfSubjectReview,
     Resource(ResTarget),
     NotFound,
 }
@@ -177,6 +185,7 @@ fn route(path: &str) -> Target {
         ["apis", g] if store::GROUPS.contains(g) => Target::Group(g.to_string()),
         ["apis", g, "v1"] if store::GROUPS.contains(g) => Target::GroupVersion(g.to_string()),
         ["version"] => Target::Version,
+        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => Target::SelfSubjectReview,
         [h, ..] if matches!(*h, "healthz" | "livez" | "readyz") => Target::Health,
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
@@ -328,6 +337,41 @@ pub(crate) fn plan(shared: &Shared, head: &RequestHead) -> Plan {
                 neg::JSON,
                 json::encode_pretty(&seed::version_info()),
             ))
+        }
+        Target::SelfSubjectReview => {
+            // Created for whoever asks (RBAC's system:basic-user), answered in what the
+            // client accepts: 201 application/cbor when CBOR is on (native-1.36
+            // `selfsubjectreview`), 406 when it is not acceptable.
+            let serving = shared.serving("authentication.k8s.io");
+            if head.method != "POST" {
+                return err(head, status::method_not_allowed(), serving);
+            }
+            let produces = serving.produces_object();
+            if !neg::router_accepts(head.header_or_empty("accept"), produces) {
+                return err(
+                    head,
+                    ApiError::raw(neg::router_not_acceptable(produces)),
+                    serving,
+                );
+            }
+            let review = serde_json::json!({
+                "kind": "SelfSubjectReview",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": null},
+                "status": {"userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}},
+            });
+            match neg::negotiate(
+                head.header_or_empty("accept"),
+                serving.offered(),
+                Restrictions::Default,
+            ) {
+                Some(n) => Plan::Respond(respond(head, 201, &review, &n)),
+                None => err(
+                    head,
+                    ApiError::raw(neg::router_not_acceptable(produces)),
+                    serving,
+                ),
+            }
         }
         t @ (Target::Api
         | Target::CoreV1

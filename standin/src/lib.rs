@@ -156,6 +156,7 @@ impl StandIn {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             store: Mutex::new(store::Store::new()),
+            cbor: Mutex::new(opts.cbor.clone()),
             opts,
             addr,
             requests: Mutex::new(Vec::new()),
@@ -185,6 +186,12 @@ impl StandIn {
     /// [`StandIn::requests`] leaves out): a test waits on it for the next probe.
     pub fn requests_seen(&self) -> u64 {
         self.shared.next_request.load(Ordering::Relaxed) - 1
+    }
+
+    /// Serves with CBOR on or off from now on, as when the apiserver behind an address
+    /// is replaced by one with `CBORServingAndStorage` set otherwise.
+    pub fn set_cbor(&self, cbor: CborMode) {
+        *lock(&self.shared.cbor) = cbor;
     }
 
     /// Forgets the recorded requests.
@@ -310,7 +317,7 @@ async fn write_response(
     // A CBOR-enabled server gzips what it writes in one piece above 128 KiB for a client
     // that asks (`deferredResponseWriter`); a legacy stand-in keeps the recorded `a-*`
     // answers as they were taken, uncompressed.
-    let gzipped = (shared.opts.cbor != CborMode::Off
+    let gzipped = (*lock(&shared.cbor) != CborMode::Off
         && resp.body.len() > http::GZIP_THRESHOLD
         && head.is_some_and(RequestHead::accepts_gzip))
     .then(|| http::gzip(&resp.body));

@@ -392,39 +392,57 @@ fn readyz(h: &Harness) -> (u16, String) {
     (r.status, String::from_utf8_lossy(&r.body).into_owned())
 }
 
-/// Upgrade mode in front of a JSON-only upstream: the probe's `/readyz` answers 200 there as
-/// on a CBOR-enabled one (so does a real kube-apiserver 1.36.2's, anonymous or not), but
-/// every request cborgate makes CBOR gets 406. The first such answer turns cborgate's
-/// `/readyz` 503 with the reason; the client's 406 is unchanged.
+/// Upgrade mode in front of a JSON-only upstream: the upstream's own `/readyz` answers 200
+/// there as on a CBOR-enabled one (so does a real kube-apiserver 1.36.2's, anonymous or
+/// not), but cborgate's CBOR probe (a SelfSubjectReview asked for in CBOR) gets 406, with
+/// no client traffic at all: `/readyz` is 503 and says the upstream refuses CBOR, and
+/// the metrics tell that apart from an unreachable upstream. When a CBOR-enabled server
+/// takes its place, `/readyz` is 200 again within 30 s, still with no client traffic.
 #[test]
-fn upgrade_in_front_of_a_json_only_upstream_is_not_ready() {
+fn upgrade_in_front_of_a_json_only_upstream_is_not_ready_until_one_with_cbor_replaces_it() {
     let h = Harness::start_with("upgrade", &[], upstream("legacy"));
-    crate::support::harness::eventually(10, "/readyz 200 from the probe", || readyz(&h).0 == 200);
-    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 1.0);
+    let want = "the upstream refuses CBOR (406 to POST selfsubjectreviews.authentication.k8s.io); \
+                --mode upgrade needs an apiserver with CBORServingAndStorage=true\n";
+    crate::support::harness::eventually(10, "/readyz 503 from the CBOR probe", || {
+        readyz(&h) == (503, want.into())
+    });
+    assert!(h.standin().requests().is_empty(), "no client traffic");
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
+    assert_eq!(h.metric("cborgate_upstream_cbor", &[]), 0.0);
+    // Clients still get the upstream's 406 unchanged, and the reason stays.
     let r =
         crate::support::http::once(h.proxy, "GET", CMS, &[("Accept", "application/json")], None);
     assert_eq!(r.status, 406, "{}", String::from_utf8_lossy(&r.body));
-    // Recorded before the client had its answer: no waiting needed.
-    let (status, body) = readyz(&h);
-    assert_eq!(status, 503);
-    assert_eq!(
-        body,
-        "the upstream refuses CBOR (406 to LIST configmaps); --mode upgrade needs an \
-         apiserver with CBORServingAndStorage=true\n"
-    );
-    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
+    assert_eq!(readyz(&h), (503, want.into()));
+    h.standin().clear_requests();
+
+    // A CBOR-enabled apiserver takes its place.
+    h.standin().set_cbor(CborMode::On);
+    let t = std::time::Instant::now();
+    crate::support::harness::eventually(30, "/readyz 200 with no client traffic", || {
+        readyz(&h).0 == 200
+    });
+    assert!(t.elapsed() < std::time::Duration::from_secs(30));
+    assert!(h.standin().requests().is_empty(), "no client traffic");
+    assert_eq!(readyz(&h), (200, "ok".into()));
+    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 1.0);
+    assert_eq!(h.metric("cborgate_upstream_cbor", &[]), 1.0);
+}
+
+/// A refusal learned from a client's request turns `/readyz` 503 at once (recorded before
+/// the client had its answer), without waiting for the next CBOR probe.
+#[test]
+fn upgrade_learns_a_refusal_from_a_request_before_the_probe() {
+    let h = Harness::start_with("upgrade", &[], upstream("cbor"));
+    crate::support::harness::eventually(10, "/readyz 200 from the probes", || readyz(&h).0 == 200);
+    h.standin().set_cbor(CborMode::Off);
     let r =
         crate::support::http::once(h.proxy, "GET", CMS, &[("Accept", "application/json")], None);
-    assert_eq!(r.status, 406);
-    assert_eq!(readyz(&h).1, body);
-    // The probe goes on answering 200: it does not make cborgate ready again (the second
-    // probe from now is sent after the first one's answer was recorded).
-    let seen = h.standin().requests_seen();
-    crate::support::harness::eventually(10, "two more readiness probes", || {
-        h.standin().requests_seen() > seen + 1
-    });
-    assert_eq!(readyz(&h).0, 503);
-    assert_eq!(h.metric("cborgate_upstream_ready", &[]), 0.0);
+    assert_eq!(r.status, 406, "{}", String::from_utf8_lossy(&r.body));
+    let (status, body) = readyz(&h);
+    assert_eq!(status, 503);
+    assert!(body.starts_with("the upstream refuses CBOR ("), "{body}");
+    assert_eq!(h.metric("cborgate_upstream_cbor", &[]), 0.0);
 }
 
 /// Upgrade mode in front of a CBOR-enabled upstream stays ready: its answers are CBOR.

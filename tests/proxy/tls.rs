@@ -257,6 +257,112 @@ fn tls_upstream(
     (addr, seen)
 }
 
+/// A TLS front with `acceptor` for the stand-in at `backend`.
+fn tls_front(
+    acceptor: tokio_rustls::TlsAcceptor,
+    backend: std::net::SocketAddr,
+    rt: &tokio::runtime::Runtime,
+) -> std::net::SocketAddr {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut back) = tokio::net::TcpStream::connect(backend).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut back).await;
+            });
+        }
+    });
+    addr
+}
+
+/// The kubeadm sidecar's one likely mistake, an apiserver certificate without the
+/// 127.0.0.1 that cborgate verifies it at, and a client certificate the upstream does
+/// not trust: `/readyz` names the cause at the default log level, with the
+/// certificate's names and the file involved.
+#[test]
+fn readyz_names_a_san_mismatch_and_a_refused_client_certificate() {
+    use crate::support::pki::Ca;
+    let dir = std::env::temp_dir().join(format!("cborgate-san-{}", std::process::id()));
+    let ca = Ca::new(&dir, "kube-ca");
+    let other = Ca::new(&dir, "other-ca");
+    let apiserver = ca.server_for(
+        "apiserver",
+        "kube-apiserver",
+        &[
+            "kubernetes",
+            "kubernetes.default",
+            "10.96.0.1",
+            "192.0.2.10",
+        ],
+    );
+    let base = Harness::start("legacy", &[]);
+    let readyz_ends_with = |h: &Harness, want: &str| {
+        let mut last = String::new();
+        let seen = crate::support::harness::poll(std::time::Duration::from_secs(10), || {
+            let r = crate::support::http::once(h.admin, "GET", "/readyz", &[], None);
+            last = r.text();
+            (r.status == 503 && last.ends_with(want)).then_some(())
+        });
+        assert!(seen.is_some(), "/readyz: {last}");
+    };
+
+    let optional = client_cert_acceptor(
+        ca.der(),
+        apiserver.der.clone(),
+        apiserver.key.clone_key(),
+        true,
+    );
+    let front = tls_front(optional, base.upstream, &base.rt);
+    let h = Harness::proxy_to(
+        &format!("https://127.0.0.1:{}", front.port()),
+        "legacy",
+        &["--upstream-ca", &ca.path],
+    );
+    readyz_ends_with(
+        &h,
+        " failed the TLS handshake: its certificate is not valid for 127.0.0.1, the host in \
+         --upstream (upstream.url): it names kubernetes, kubernetes.default, 10.96.0.1, \
+         192.0.2.10\n",
+    );
+    drop(h);
+
+    // The upstream trusts only its own CA's client certificates; cborgate's is another's.
+    let server = ca.server_for("local", "kube-apiserver", &["127.0.0.1"]);
+    let required =
+        client_cert_acceptor(ca.der(), server.der.clone(), server.key.clone_key(), false);
+    let front = tls_front(required, base.upstream, &base.rt);
+    let client = other.client("cborgate", "cborgate", &[]);
+    let h = Harness::proxy_to(
+        &format!("https://127.0.0.1:{}", front.port()),
+        "legacy",
+        &[
+            "--upstream-ca",
+            &ca.path,
+            "--upstream-client-cert",
+            &client.cert_path,
+            "--upstream-client-key",
+            &client.key_path,
+        ],
+    );
+    readyz_ends_with(
+        &h,
+        &format!(
+            " refused cborgate's client certificate (--upstream-client-cert {}): is it \
+             signed by a CA the upstream's --client-ca-file trusts, and unexpired?\n",
+            client.cert_path
+        ),
+    );
+}
+
 #[test]
 fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
     let p = pki("up");
@@ -533,10 +639,11 @@ fn readiness_and_requests_follow_the_upstream_ca_on_disk() {
         let r = ready(&h);
         last = r.text();
         (r.status == 503
-            && last.ends_with(
+            && last.ends_with(&format!(
                 " failed the TLS handshake: its certificate is not signed by a CA in \
-                 --upstream-ca (upstream.ca_file)\n",
-            ))
+                 --upstream-ca {} (upstream.ca_file)\n",
+                ca.display()
+            )))
         .then_some(())
     });
     assert!(seen.is_some(), "/readyz with the wrong CA: {last}");
