@@ -337,7 +337,17 @@ pub struct Upstream {
     /// `upstream.ca_file` and `upstream.client_cert`, for the words of a TLS failure.
     ca_file: String,
     client_cert_file: String,
+    /// The user header the CBOR probe names its own identity in, when the upstream
+    /// client certificate is a front-proxy certificate (a client or request-header CA
+    /// is configured): without a user header the apiserver takes such a certificate for
+    /// nobody and answers 401, which tells nothing about CBOR.
+    probe_user_header: Option<String>,
 }
+
+/// The user the CBOR probe names when it speaks as a front proxy: no group, so only
+/// what every authenticated user may do (`system:basic-user`: create a
+/// SelfSubjectReview), and a name an audit log shows as cborgate's own.
+pub const PROBE_USER: &str = "system:cborgate:readiness-probe";
 
 /// The `group_key` bit of long-running requests' upstream connections.
 const LONG_RUNNING_POOL: u64 = 1 << 63;
@@ -363,6 +373,12 @@ impl Upstream {
             mode: config.upstream.mode,
             ca_file: config.upstream.ca_file.clone(),
             client_cert_file: config.upstream.client_cert.clone(),
+            probe_user_header: {
+                let names = config.identity_headers();
+                (names.client_certs && !config.upstream.client_cert.is_empty())
+                    .then(|| names.user.first().cloned())
+                    .flatten()
+            },
         })
     }
 
@@ -501,6 +517,12 @@ impl Upstream {
             header("Connection", "close".into())?;
         }
         if let Some((bytes, accept)) = body {
+            if let Some(user) = &self.probe_user_header {
+                req.insert_header(user.clone(), PROBE_USER)
+                    .map_err(|e| e.to_string())?;
+            }
+            let mut header =
+                |k: &'static str, v: String| req.insert_header(k, v).map_err(|e| e.to_string());
             header("Accept", accept.into())?;
             header("Content-Type", "application/json".into())?;
             header("Content-Length", bytes.len().to_string())?;
