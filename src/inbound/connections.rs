@@ -13,7 +13,14 @@
 //! connection. The deadline of a connection's first head starts when it is accepted;
 //! on a kept-alive connection it starts with the first byte of the next head (the wait
 //! before it is the keep-alive timeout), as Go's server does.
+//!
+//! [`Conn`] also counts the lines of each head as they are read
+//! ([`crate::negotiate::head_lines`]): a head with more than pingora's 256 header lines,
+//! which pingora's parser refuses with a bare 400, is answered with a 431 `Status`
+//! instead (docs/wire.md §4): the bytes pingora writes for its 400 are replaced.
 
+use crate::negotiate::head_lines::HeadLines;
+use crate::negotiate::LocalReply;
 use crate::ops::metrics::metrics;
 use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
@@ -42,7 +49,13 @@ pub struct Connections {
     /// HTTP/2 connections open: the drain waits for them to close (after pingora's
     /// GOAWAY, once their streams have ended), so their last frames are sent.
     h2: AtomicUsize,
+    /// A local reply as a whole HTTP/1.1 response that closes the connection.
+    render: Http1Reply,
 }
+
+/// Writes a local reply as a whole HTTP/1.1 response (`proxy::local_reply::http1_bytes`,
+/// passed in at start-up: the rings' imports point inward).
+pub type Http1Reply = fn(&LocalReply) -> Vec<u8>;
 
 /// One open HTTP/2 connection; dropping it (the connection has closed) counts it out.
 #[derive(Debug)]
@@ -67,7 +80,7 @@ impl Drop for Held {
 
 impl Connections {
     /// `limit` is at least 1 (`Config::connection_limit`), `head_timeout` at least 1 s.
-    pub fn new(limit: usize, head_timeout: Duration) -> Arc<Self> {
+    pub fn new(limit: usize, head_timeout: Duration, render: Http1Reply) -> Arc<Self> {
         metrics().connections_limit.set(limit as i64);
         Arc::new(Connections {
             limit,
@@ -76,6 +89,7 @@ impl Connections {
             heads: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             h2: AtomicUsize::new(0),
+            render,
         })
     }
 
@@ -133,6 +147,8 @@ impl Connections {
             deadline: Box::pin(tokio::time::sleep(self.head_timeout)),
             connections: self.clone(),
             gathering: AtomicBool::new(false),
+            lines: HeadLines::default(),
+            refusal: None,
             _held: held,
         }
     }
@@ -160,6 +176,11 @@ pub struct Conn {
     /// `TCP_CORK` is on: this response's writes go out as full segments, the rest when
     /// it ends ([`gather`], [`release`]).
     gathering: AtomicBool,
+    /// The lines of the head being read.
+    lines: HeadLines,
+    /// The 431 written in place of pingora's 400 for too many header lines, and how
+    /// much of it is written.
+    refusal: Option<(Vec<u8>, usize)>,
     _held: Held,
 }
 
@@ -175,6 +196,35 @@ impl Conn {
     pub fn next_request(&self) {
         self.phase.store(WAITING, Ordering::Release);
         self.stop_arriving();
+    }
+
+    /// Writes the 431 for too many header lines in place of what pingora writes (its
+    /// 400, the only answer pingora gives before a head is read whole): `None` when this
+    /// head is not refused, else ready once the 431 is written.
+    fn poll_refusal(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<()>>> {
+        if self.refusal.is_none() {
+            if self.phase.load(Ordering::Acquire) == BODY || !self.lines.too_many() {
+                return None;
+            }
+            metrics()
+                .client_errors_total
+                // `ops::logs::ClientError::TooManyHeaders`'s label (ops is an outer ring).
+                .with_label_values(&["too_many_headers"])
+                .inc();
+            self.refusal = Some(((self.connections.render)(&self.lines.refusal()), 0));
+        }
+        let (bytes, at) = self.refusal.as_mut()?;
+        while *at < bytes.len() {
+            match Pin::new(&mut self.inner).poll_write(cx, &bytes[*at..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Some(Poll::Ready(Err(io::ErrorKind::WriteZero.into())))
+                }
+                Poll::Ready(Ok(n)) => *at += n,
+                Poll::Ready(Err(e)) => return Some(Poll::Ready(Err(e))),
+                Poll::Pending => return Some(Poll::Pending),
+            }
+        }
+        Some(Poll::Ready(Ok(())))
     }
 
     fn stop_arriving(&self) {
@@ -282,12 +332,17 @@ impl AsyncRead for Conn {
         if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             match phase {
                 WAITING => {
+                    this.lines = HeadLines::default();
+                    this.lines.feed(&buf.filled()[before..]);
                     let at = Instant::now() + this.connections.head_timeout;
                     this.deadline.as_mut().reset(at);
                     this.phase.store(HEAD, Ordering::Release);
                     this.start_arriving();
                 }
-                HEAD => this.start_arriving(),
+                HEAD => {
+                    this.lines.feed(&buf.filled()[before..]);
+                    this.start_arriving();
+                }
                 _ => {}
             }
         }
@@ -301,6 +356,9 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(done) = self.poll_refusal(cx) {
+            return done.map_ok(|()| buf.len());
+        }
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -317,6 +375,9 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if let Some(done) = self.poll_refusal(cx) {
+            return done.map_ok(|()| bufs.iter().map(|b| b.len()).sum());
+        }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -398,7 +459,7 @@ mod tests {
 
     #[test]
     fn places_are_refused_over_the_limit_and_come_back_when_dropped() {
-        let c = Connections::new(2, Duration::from_secs(1));
+        let c = Connections::new(2, Duration::from_secs(1), |_| Vec::new());
         let a = c.admit().unwrap();
         let b = c.admit().unwrap();
         assert!(c.admit().is_none());

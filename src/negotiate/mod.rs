@@ -37,6 +37,7 @@ pub mod encoding;
 pub mod forwarded;
 mod go_float;
 mod go_sort;
+pub mod head_lines;
 pub mod identity;
 pub mod intake;
 pub mod labels;

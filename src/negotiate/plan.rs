@@ -809,6 +809,22 @@ fn not_acceptable() -> LocalReply {
     }
 }
 
+/// A refusal of a request of which only the `Accept` is known (a head cborgate could not
+/// read whole: `head_lines`), in the format the server would write its errors in.
+pub fn head_refusal_for(
+    accept: Option<&str>,
+    code: u16,
+    reason: &'static str,
+    message: &str,
+) -> LocalReply {
+    let accept = AcceptHeader::parse(accept);
+    ErrorStyle {
+        choice: accept.negotiate(Restrictions::Default),
+        pretty_query: None,
+    }
+    .reply(code, reason, message, false)
+}
+
 /// How the server writes an error `Status` (`ErrorNegotiated`): negotiated with
 /// `DefaultEndpointRestrictions`, or raw indented JSON when that fails.
 struct ErrorStyle<'a> {

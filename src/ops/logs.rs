@@ -329,17 +329,21 @@ pub enum ClientError {
     ReadTimeout,
     /// The client sent a request head that is not HTTP (admin listener).
     BadRequest,
+    /// An HTTP/1.1 request head with more than pingora's 256 header lines, answered
+    /// with a 431 `Status` (`inbound::connections`).
+    TooManyHeaders,
 }
 
 impl ClientError {
     /// Every kind, so the metric's series exist at zero from start-up.
-    pub const ALL: [ClientError; 6] = [
+    pub const ALL: [ClientError; 7] = [
         ClientError::TlsHandshake,
         ClientError::HandshakeTimeout,
         ClientError::H2Handshake,
         ClientError::Disconnect,
         ClientError::ReadTimeout,
         ClientError::BadRequest,
+        ClientError::TooManyHeaders,
     ];
 
     /// The label value.
@@ -351,6 +355,7 @@ impl ClientError {
             ClientError::Disconnect => "disconnect",
             ClientError::ReadTimeout => "read_timeout",
             ClientError::BadRequest => "bad_request",
+            ClientError::TooManyHeaders => "too_many_headers",
         }
     }
 

@@ -183,13 +183,14 @@ pub struct CodecSeries {
 
 /// The `file` label values of `cborgate_reloads_total`.
 /// The `kind` label of `cborgate_client_errors_total` (`logs::ClientError` labels, test-checked).
-pub const CLIENT_ERROR_KINDS: [&str; 6] = [
+pub const CLIENT_ERROR_KINDS: [&str; 7] = [
     "tls_handshake",
     "handshake_timeout",
     "h2_handshake",
     "disconnect",
     "read_timeout",
     "bad_request",
+    "too_many_headers",
 ];
 
 pub const RELOAD_FILES: [&str; 5] = [

@@ -227,6 +227,7 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     let connections = Connections::new(
         config.connection_limit(raise_fd_limit()),
         Duration::from_secs(config.server.request_head_timeout_seconds),
+        crate::proxy::local_reply::http1_bytes,
     );
     let upstream = Arc::new(Upstream::new(&config, upstream_tls.clone())?);
     let budget = BodyBudget::new(config.server.max_buffered_body_bytes);
@@ -244,6 +245,11 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     // client-go multiplexes everything it does over one connection.
     let mut h2 = pingora::protocols::http::v2::server::default_h2_options();
     h2.max_concurrent_streams(config.server.http2_max_streams);
+    // The header list an HTTP/2 client may send (RFC 9113 §6.5.2: names, values and 32
+    // bytes a field) is `server.max_header_bytes`, 1 MiB by default as Go's
+    // `MaxHeaderBytes` and so kube-apiserver's; pingora's default of 64 KiB cut off a
+    // request impersonating a user with 2,000 groups (about 90 KB of `Impersonate-Group`).
+    h2.max_header_list_size(u32::try_from(config.server.max_header_bytes).unwrap_or(u32::MAX));
     http.h2_options = Some(h2);
     let mut proxy = Service::new(
         "Pingora HTTP Proxy Service".to_string(),

@@ -31,6 +31,26 @@ pub fn status_of(r: &LocalReply) -> (Status, StatusFormat) {
     (status, format)
 }
 
+/// A reply as a whole HTTP/1.1 response that closes the connection, for the stream
+/// below pingora's session (`inbound::connections`: too many header lines).
+pub fn http1_bytes(r: &LocalReply) -> Vec<u8> {
+    let (status, format) = status_of(r);
+    let (body, content_type) = status.render(format);
+    let reason = http::StatusCode::from_u16(status.code)
+        .ok()
+        .and_then(|c| c.canonical_reason())
+        .unwrap_or("");
+    let mut out = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {content_type}\r\nCache-Control: no-cache, private\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        status.code,
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
 /// The `response_format` label of a reply.
 pub fn format_label(r: &LocalReply) -> &'static str {
     if r.format == Format::Cbor {

@@ -19,10 +19,35 @@ use std::time::Duration;
 pub struct Assets {
     pub dir: PathBuf,
     pub controllers: PathBuf,
+    /// The kube-apiserver binary: `dir`'s, or a pre-CBOR one's (`legacy`).
+    pub apiserver: PathBuf,
+    /// A pre-CBOR kube-apiserver (1.30): it has no `CBORServingAndStorage` gate at all
+    /// (and refuses to start with the flag), and no controllers may run against it.
+    pub legacy: bool,
+    /// `kube-apiserver --version`'s number, for the summary (`1.36.2`).
+    pub version: String,
 }
 
 pub const ASSETS_VAR: &str = "KUBEBUILDER_ASSETS";
 pub const CONTROLLERS_VAR: &str = "CBORGATE_CONTROLLER_ASSETS";
+/// A folder with a pre-CBOR kube-apiserver (1.30.3, `../shared/k8s-1.30` unpacked);
+/// etcd and kubectl still come from `KUBEBUILDER_ASSETS`.
+pub const LEGACY_VAR: &str = "CBORGATE_LEGACY_ASSETS";
+
+/// The number `kube-apiserver --version` prints (`Kubernetes v1.36.2` → `1.36.2`).
+fn apiserver_version(bin: &Path) -> String {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("{} --version: {e}", bin.display()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('v')
+        .to_string()
+}
 
 impl Assets {
     /// The binaries, or why the suite cannot run.
@@ -46,12 +71,41 @@ impl Assets {
                 return Err(format!("no {b} in {}", d.display()));
             }
         }
-        Ok(Assets { dir, controllers })
+        let apiserver = dir.join("kube-apiserver");
+        let version = apiserver_version(&apiserver);
+        Ok(Assets {
+            dir,
+            controllers,
+            apiserver,
+            legacy: false,
+            version,
+        })
+    }
+
+    /// The same binaries with `LEGACY_VAR`'s kube-apiserver, if it is set (and why
+    /// not, if it is set wrong).
+    pub fn legacy(&self) -> Option<Result<Assets, String>> {
+        let dir = std::env::var_os(LEGACY_VAR)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)?;
+        let apiserver = dir.join("kube-apiserver");
+        if !apiserver.is_file() {
+            return Some(Err(format!("no kube-apiserver in {}", dir.display())));
+        }
+        let version = apiserver_version(&apiserver);
+        Some(Ok(Assets {
+            dir: self.dir.clone(),
+            controllers: self.controllers.clone(),
+            apiserver,
+            legacy: true,
+            version,
+        }))
     }
 
     pub fn bin(&self, name: &str) -> PathBuf {
         match name {
             "kube-controller-manager" | "kube-scheduler" => self.controllers.join(name),
+            "kube-apiserver" => self.apiserver.clone(),
             _ => self.dir.join(name),
         }
     }
@@ -360,8 +414,11 @@ impl Apiserver {
             format!("--audit-policy-file={}", s(&audit_policy)),
             format!("--audit-log-path={}", s(&audit)),
             "--audit-log-mode=blocking".into(),
-            format!("--feature-gates=CBORServingAndStorage={}", o.cbor),
         ];
+        // 1.30 does not know the gate and refuses to start with it; it has no CBOR anyway.
+        if !assets.legacy {
+            args.push(format!("--feature-gates=CBORServingAndStorage={}", o.cbor));
+        }
         args.extend(o.extra);
         let svc = Service::start(dir, o.name, assets.bin("kube-apiserver"), args, &[]);
         let mut a = Apiserver {

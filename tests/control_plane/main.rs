@@ -1,6 +1,8 @@
 //! The real control plane through cborgate: etcd, kube-apiserver,
 //! kube-controller-manager and kube-scheduler (Kubernetes 1.36), kubectl and a
-//! CBOR client of the suite's own, all on loopback, in the style of envtest.
+//! CBOR client of the suite's own, all on loopback, in the style of envtest; then
+//! the apiserver-level cases again against a pre-CBOR kube-apiserver (1.30.3, from
+//! `CBORGATE_LEGACY_ASSETS`; without it that half is skipped in one line).
 //!
 //! The binaries come from `KUBEBUILDER_ASSETS` (kube-apiserver, etcd, kubectl, as
 //! setup-envtest installs them) and `CBORGATE_CONTROLLER_ASSETS` (or the same folder)
@@ -8,8 +10,13 @@
 //! one line and passes. `.ci/run` unpacks them and sets the variable.
 //!
 //! One control plane serves the cases, which run in order on this thread (their
-//! processes die with it: see `procs`); each case is a function that can fail. The
-//! last line is `control-plane: N passed, N failed`. A failed run keeps its work
+//! processes die with it: see `procs`); each case is a function that can fail. A
+//! case says which servers it runs against by the list it is added to in `cases()`:
+//! `current` (1.36 with CBOR off, with controllers) or `both` (also the 1.30
+//! apiserver, alone: no controllers against an older apiserver, by the skew policy).
+//! The 1.30 half has its own etcd and apiserver, started once after the 1.36 half
+//! stops. The last lines are each server's count and
+//! `control-plane: N passed, N failed`. A failed run keeps its work
 //! directory (every process's log, the audit logs) and prints where it is.
 //! `cargo test --test control_plane -- NAME…` runs the cases whose names contain a
 //! NAME (the control plane is started all the same).
@@ -27,12 +34,14 @@ mod credentials;
 mod findings;
 mod forwarded;
 mod goaway;
+mod headers;
 mod http;
 mod kubectl_parity;
 mod layout;
 mod modes;
 mod operations;
 mod procs;
+mod watch_discovery;
 
 use cluster::{Apiserver, ApiserverOpts, Assets, Gate, Pki, Service};
 use http::Client;
@@ -68,6 +77,7 @@ impl Suite {
     fn start(assets: Assets, dir: PathBuf) -> Suite {
         let pki = Pki::new(&dir);
         let (etcd, etcd_url, api) = cluster::etcd_and_apiserver(&assets, &dir, &pki, "127.0.0.1");
+        let legacy = assets.legacy;
         let listen = format!("127.0.0.1:{}", procs::free_port());
         let gate = Gate::start(&dir, "cborgate", &pki, &api.addr, "legacy", &listen, &[]);
         let direct = api.admin(&pki);
@@ -83,15 +93,18 @@ impl Suite {
             &pki,
             &http::Cred::Token(pki.admin_token.clone()),
         );
-        let kcm = cluster::controller_manager(
-            &assets,
-            &dir,
-            &pki,
-            "kube-controller-manager",
-            &gate.addr,
-            &[],
-        );
-        let sched = cluster::scheduler(&assets, &dir, &pki, &gate.addr);
+        // No controllers against a pre-CBOR (older) apiserver: the skew policy forbids it.
+        let kcm = (!legacy).then(|| {
+            cluster::controller_manager(
+                &assets,
+                &dir,
+                &pki,
+                "kube-controller-manager",
+                &gate.addr,
+                &[],
+            )
+        });
+        let sched = (!legacy).then(|| cluster::scheduler(&assets, &dir, &pki, &gate.addr));
         Suite {
             assets,
             dir,
@@ -100,8 +113,8 @@ impl Suite {
             etcd_url,
             api,
             gate,
-            kcm: Some(kcm),
-            sched: Some(sched),
+            kcm,
+            sched,
             api_cbor: None,
             direct,
             through,
@@ -171,6 +184,23 @@ impl Drop for Suite {
 
 type Case = (&'static str, fn(&mut Suite));
 
+/// The servers a case runs against.
+#[derive(Clone, Copy, PartialEq)]
+enum Servers {
+    /// 1.36 with CBOR off, with controllers.
+    Current,
+    /// That, and the pre-CBOR 1.30 apiserver (`CBORGATE_LEGACY_ASSETS`).
+    Both,
+}
+
+fn current(cases: &[Case]) -> impl Iterator<Item = (Case, Servers)> + '_ {
+    cases.iter().map(|c| (*c, Servers::Current))
+}
+
+fn both(cases: &[Case]) -> impl Iterator<Item = (Case, Servers)> + '_ {
+    cases.iter().map(|c| (*c, Servers::Both))
+}
+
 /// A case's way of saying it cannot run here (and why): not a pass, not a failure.
 pub struct Skip(pub String);
 
@@ -180,23 +210,75 @@ pub fn skip(why: &str) -> ! {
 
 /// Every case, in the order they run: the ones that change the control plane
 /// (restarts, other modes) come after the ones that check its steady state.
-fn cases() -> Vec<Case> {
-    let mut all: Vec<Case> = Vec::new();
-    all.extend(controllers::CASES);
-    all.extend(forwarded::CASES);
-    all.extend(kubectl_parity::CASES);
-    all.extend(cbor_client::CASES);
-    all.extend(findings::CASES);
-    all.extend(goaway::CASES);
-    all.extend(credentials::CASES);
-    all.extend(controllers::LATE_CASES);
+/// A new case goes into its module's `CASES` and that list here, through `current`
+/// or `both`.
+fn cases() -> Vec<(Case, Servers)> {
+    let mut all = Vec::new();
+    all.extend(current(&controllers::CASES));
+    all.extend(both(&forwarded::CASES));
+    all.extend(both(&kubectl_parity::CASES));
+    all.extend(both(&cbor_client::CASES));
+    all.extend(both(&headers::CASES));
+    all.extend(both(&watch_discovery::CASES));
+    // (the CBOR-enabled apiserver's answers are their yardstick: 1.36 only)
+    all.extend(current(&findings::CASES));
+    all.extend(both(&goaway::CASES));
+    all.extend(current(&credentials::CASES));
+    all.extend(current(&controllers::LATE_CASES));
     // (after the metrics check: it sends bodies cborgate refuses on purpose)
-    all.extend(byte_fields::CASES);
-    all.extend(operations::CASES);
-    all.extend(modes::CASES);
-    all.extend(layout::CASES);
-    all.extend(cost::CASES);
+    all.extend(current(&byte_fields::CASES));
+    all.extend(current(&operations::CASES));
+    all.extend(current(&modes::CASES));
+    all.extend(current(&layout::CASES));
+    all.extend(current(&cost::CASES));
     all
+}
+
+/// A half's counts.
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    skipped: usize,
+    failed: Vec<String>,
+}
+
+/// Start a control plane on `assets` in `dir`, run `selected` against it, stop it.
+fn run_half(assets: Assets, dir: &std::path::Path, selected: &[Case], tally: &mut Tally) {
+    std::fs::create_dir_all(dir).unwrap();
+    let started = Instant::now();
+    let version = assets.version.clone();
+    let mut suite = Suite::start(assets, dir.to_path_buf());
+    eprintln!(
+        "control-plane: {version} up in {:.1} s (work directory {})",
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+    for (name, case) in selected {
+        let t = Instant::now();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&mut suite)));
+        let secs = t.elapsed().as_secs_f64();
+        match r {
+            Ok(()) => {
+                tally.passed += 1;
+                println!("case {name} [{version}] ... ok ({secs:.1} s)");
+            }
+            Err(e) => match e.downcast_ref::<Skip>() {
+                Some(Skip(why)) => {
+                    tally.skipped += 1;
+                    println!("case {name} [{version}] ... skipped: {why}");
+                }
+                None => {
+                    println!("case {name} [{version}] ... FAILED ({secs:.1} s)");
+                    tally.failed.push(format!("{name} [{version}]"));
+                }
+            },
+        }
+    }
+    drop(suite);
+    eprintln!(
+        "control-plane: {version} took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 fn main() {
@@ -220,53 +302,68 @@ fn main() {
             return;
         }
     };
-    let selected: Vec<Case> = cases()
+    let legacy = assets.legacy();
+    let chosen: Vec<(Case, Servers)> = cases()
         .into_iter()
-        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
-        .filter(|(name, _)| cost::wanted(name))
+        .filter(|((name, _), _)| {
+            filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+        })
+        .filter(|((name, _), _)| cost::wanted(name))
         .collect();
-    if selected.is_empty() {
+    if chosen.is_empty() {
         println!("control-plane: 0 passed, 0 failed");
         return;
     }
     let dir = std::env::temp_dir().join(format!("cborgate-cp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let started = Instant::now();
-    let mut suite = Suite::start(assets, dir.clone());
-    eprintln!(
-        "control-plane: up in {:.1} s (work directory {})",
-        started.elapsed().as_secs_f64(),
-        dir.display()
-    );
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if !info.payload().is::<Skip>() {
             default_hook(info)
         }
     }));
-    let (mut passed, mut skipped, mut failed) = (0, 0, Vec::new());
-    for (name, case) in selected {
-        let t = Instant::now();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(&mut suite)));
-        let secs = t.elapsed().as_secs_f64();
-        match r {
-            Ok(()) => {
-                passed += 1;
-                println!("case {name} ... ok ({secs:.1} s)");
-            }
-            Err(e) => match e.downcast_ref::<Skip>() {
-                Some(Skip(why)) => {
-                    skipped += 1;
-                    println!("case {name} ... skipped: {why}");
-                }
-                None => {
-                    println!("case {name} ... FAILED ({secs:.1} s)");
-                    failed.push(name);
-                }
-            },
+    let mut halves: Vec<(String, Tally)> = Vec::new();
+    let current_version = assets.version.clone();
+    let mut tally = Tally::default();
+    let all: Vec<Case> = chosen.iter().map(|(c, _)| *c).collect();
+    run_half(assets, &dir.join("current"), &all, &mut tally);
+    halves.push((current_version, tally));
+    let on_both: Vec<Case> = chosen
+        .iter()
+        .filter(|(_, servers)| *servers == Servers::Both)
+        .map(|(c, _)| *c)
+        .collect();
+    match legacy {
+        None => println!(
+            "control-plane: pre-CBOR apiserver skipped: {} is not set (point it at a folder with \
+             kube-apiserver 1.30, e.g. ../shared/k8s-1.30 unpacked; .ci/run does)",
+            cluster::LEGACY_VAR
+        ),
+        Some(Err(why)) => {
+            println!(
+                "control-plane: pre-CBOR apiserver: {why} ({})",
+                cluster::LEGACY_VAR
+            );
+            halves.push((
+                "pre-CBOR".into(),
+                Tally {
+                    failed: vec![cluster::LEGACY_VAR.to_string()],
+                    ..Tally::default()
+                },
+            ));
+        }
+        Some(Ok(_)) if on_both.is_empty() => {}
+        Some(Ok(old)) => {
+            let version = old.version.clone();
+            let mut tally = Tally::default();
+            run_half(old, &dir.join("legacy"), &on_both, &mut tally);
+            halves.push((version, tally));
         }
     }
-    drop(suite);
+    let failed: Vec<String> = halves
+        .iter()
+        .flat_map(|(_, t)| t.failed.iter().cloned())
+        .collect();
     if failed.is_empty() {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
@@ -280,6 +377,20 @@ fn main() {
         "control-plane: took {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    let per_server: Vec<String> = halves
+        .iter()
+        .map(|(v, t)| {
+            format!(
+                "{v}: {} passed, {} failed, {} skipped",
+                t.passed,
+                t.failed.len(),
+                t.skipped
+            )
+        })
+        .collect();
+    println!("control-plane: {}", per_server.join("; "));
+    let passed: usize = halves.iter().map(|(_, t)| t.passed).sum();
+    let skipped: usize = halves.iter().map(|(_, t)| t.skipped).sum();
     println!(
         "control-plane: {passed} passed, {} failed, {skipped} skipped",
         failed.len()

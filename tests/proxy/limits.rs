@@ -382,3 +382,57 @@ fn a_lingering_close_is_bounded_in_time_and_bytes() {
         assert!(written < 64 << 20, "still reading after {written} bytes");
     }
 }
+
+/// Over HTTP/1.1, pingora's parser has 256 header slots where kube-apiserver counts only
+/// bytes: a head with more lines gets a 431 `Status` naming the limit (JSON, or CBOR as
+/// `Accept` asks), never pingora's bare 400; fewer pass, `Impersonate-*` lines untouched
+/// and in order.
+#[test]
+fn more_than_256_header_lines_get_a_431_status_and_fewer_pass_in_order() {
+    let h = Harness::start("legacy", &[]);
+    let groups: Vec<String> = (0..300).map(|i| format!("group-{i:03}")).collect();
+    let headers = |n: usize, accept: &'static str| {
+        let mut v: Vec<(&str, &str)> = vec![("Accept", accept), ("Impersonate-User", "jane")];
+        v.extend(
+            groups[..n]
+                .iter()
+                .map(|g| ("Impersonate-Group", g.as_str())),
+        );
+        v
+    };
+
+    let r = once(h.proxy, "GET", CM, &headers(300, "application/json"), None);
+    assert_eq!(r.status, 431);
+    let v = status_of(&r.body, r.content_type());
+    assert_eq!(v["reason"], "RequestHeaderFieldsTooLarge");
+    let message = v["message"].as_str().unwrap();
+    assert!(message.contains("256") && message.contains("HTTP/2"), "{v}");
+    let r = once(h.proxy, "GET", CM, &headers(300, "application/cbor"), None);
+    assert_eq!(r.status, 431);
+    assert_eq!(status_of(&r.body, r.content_type())["code"], 431);
+    assert_eq!(r.content_type(), "application/cbor");
+    assert!(h.standin().requests().iter().all(|q| q.path != CM));
+
+    // (The stand-in refuses an anonymous impersonator, 403, as the apiserver would.)
+    let r = once(h.proxy, "GET", CM, &headers(200, "application/json"), None);
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    let seen = h.standin().requests();
+    let q = seen
+        .iter()
+        .find(|q| q.path == CM)
+        .expect("reached the upstream");
+    let upstream: Vec<(&str, &str)> = q
+        .headers
+        .iter()
+        .filter(|(k, _)| k.to_ascii_lowercase().starts_with("impersonate-"))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let sent = &headers(200, "application/json")[1..];
+    assert_eq!(upstream.len(), sent.len());
+    for ((k, v), (sk, sv)) in upstream.iter().zip(sent) {
+        assert!(
+            k.eq_ignore_ascii_case(sk) && v == sv,
+            "{k}: {v} for {sk}: {sv}"
+        );
+    }
+}
