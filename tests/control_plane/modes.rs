@@ -201,9 +201,12 @@ fn cbor_scenario(s: &Suite, gate: &Gate, direct: &Client, ns: &str) {
 }
 
 /// `upgrade` in front of the CBOR-off apiserver: its `/readyz` answers cborgate's probe
-/// with 200 as the CBOR-on one does, but it refuses every request cborgate makes CBOR
-/// (406). The client gets that 406 as it came; from then on cborgate's `/readyz` is 503
-/// with the reason, and `cborgate_upstream_ready` 0.
+/// with 200 as the CBOR-on one does, but it refuses CBOR. With no client traffic at all,
+/// cborgate's own CBOR probe (a SelfSubjectReview asked for in CBOR, as
+/// `system:cborgate:readiness-probe` through the front-proxy certificate) gets the 406
+/// and cborgate's `/readyz` is 503 naming that cause, `cborgate_upstream_ready` and
+/// `cborgate_upstream_cbor` 0 while the upstream itself is reachable. A client still gets
+/// the apiserver's 406 as it came, and the reason stays.
 fn upgrade_off(s: &mut Suite) {
     let listen = format!("127.0.0.1:{}", free_port());
     let mut gate = Gate::start(
@@ -216,24 +219,22 @@ fn upgrade_off(s: &mut Suite) {
         &[],
     );
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        eventually(30, "cborgate /readyz 200 from the probe", || {
-            gate.readyz() == Some(200)
+        let why = "the upstream refuses CBOR (406 to POST \
+                   selfsubjectreviews.authentication.k8s.io); --mode upgrade needs an \
+                   apiserver with CBORServingAndStorage=true\n"
+            .to_string();
+        eventually(30, "cborgate /readyz 503 from its own CBOR probe", || {
+            gate.readyz_text() == (503, why.clone())
         });
+        assert_eq!(gate.metric("cborgate_upstream_ready", &[]), 0.0);
+        assert_eq!(gate.metric("cborgate_upstream_cbor", &[]), 0.0);
         let admin = gate.client(&s.pki, &s.pki.admin);
         let path = "/api/v1/namespaces/default/configmaps";
         for _ in 0..2 {
             let r = admin.request("GET", path, &[("Accept", "application/json")], None);
             assert_eq!(r.status, 406, "{}", r.text());
         }
-        assert_eq!(
-            gate.readyz_text(),
-            (
-                503,
-                "the upstream refuses CBOR (406 to LIST configmaps); --mode upgrade needs \
-                 an apiserver with CBORServingAndStorage=true\n"
-                    .to_string()
-            )
-        );
+        assert_eq!(gate.readyz_text().0, 503);
         assert_eq!(gate.metric("cborgate_upstream_ready", &[]), 0.0);
     }));
     gate.svc.check_alive();
