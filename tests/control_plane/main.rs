@@ -229,6 +229,7 @@ fn cases() -> Vec<(Case, Servers)> {
     all.extend(current(&byte_fields::CASES));
     all.extend(current(&operations::CASES));
     all.extend(current(&modes::CASES));
+    all.extend(both(&modes::UPGRADE_OFF));
     all.extend(current(&layout::CASES));
     all.extend(current(&cost::CASES));
     all
