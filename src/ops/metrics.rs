@@ -17,6 +17,7 @@ use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
 use crate::negotiate::labels::{self, ResourceKey, DISCOVERY, NON_RESOURCE, OTHER};
 use crate::negotiate::pool::Retry;
 use crate::negotiate::protect::Reason as ProtectReason;
+use crate::negotiate::route::Method as HttpMethod;
 use crate::negotiate::Route;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -30,8 +31,43 @@ const CODEC_BUCKETS: &[f64] = &[
     0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
     0.05, 0.1, 0.25, 0.5, 1.0,
 ];
-const REQUEST_BUCKETS: &[f64] = &[
-    0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+/// kube-apiserver's own for `apiserver_request_duration_seconds` (1.36), so that the
+/// mixin's thresholds (1, 5 and 30 s) are bucket boundaries on both sides.
+pub const REQUEST_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+
+/// The `component` label of the request families: kube-aggregator's precedent
+/// (`component="aggregator"` on the apiserver's own families) for a server in front.
+pub const COMPONENT: &str = "cborgate";
+
+/// The labels `cborgate_requests_total` shares with `apiserver_request_total`, in order
+/// (the first eight), then cborgate's own (`component` is a constant label).
+pub const REQUEST_LABELS: &[&str] = &[
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "code",
+    "request_format",
+    "response_format",
+    "client",
+];
+/// The labels `cborgate_request_duration_seconds` shares with
+/// `apiserver_request_duration_seconds`, then the response format.
+const DURATION_LABELS: &[&str] = &[
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "response_format",
 ];
 
 /// The name of every cborgate family, in definition order: what `/metrics` lists from
@@ -255,6 +291,7 @@ impl Metrics {
                 m
             }};
         }
+        let component = |opts: Opts| opts.const_label("component", COMPONENT);
         let counter = |labels: &'static [&'static str]| {
             move |name: &str, help: &str| {
                 IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
@@ -278,11 +315,17 @@ impl Metrics {
         let count = |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
         let m = Metrics {
             requests_total: family!("counter", "cborgate_requests_total",
-                "Requests handled, by normalised verb, status code, the request and response body formats, API group and resource (bounded by metrics.max_resources) and client family.",
-                counter(&["verb", "code", "request_format", "response_format", "group", "resource", "client"])),
+                "Requests handled, with apiserver_request_total's labels and values (verb, dry_run, group, version, resource, subresource, scope, code; component=cborgate; resources bounded by metrics.max_resources), and the request and response body formats and client family.",
+                |name: &str, help: &str| IntCounterVec::new(component(Opts::new(name, help)), REQUEST_LABELS).expect("valid metric")),
             request_duration_seconds: family!("histogram", "cborgate_request_duration_seconds",
-                "Time from request head to the end of the response, by verb and response format.",
-                hist(&["verb", "response_format"], REQUEST_BUCKETS)),
+                "Time from request head to the end of the response, with apiserver_request_duration_seconds' labels and buckets (component=cborgate), and the response format.",
+                |name: &str, help: &str| HistogramVec::new(
+                    HistogramOpts::new(name, help)
+                        .const_label("component", COMPONENT)
+                        .buckets(REQUEST_BUCKETS.to_vec()),
+                    DURATION_LABELS,
+                )
+                .expect("valid metric")),
             codec_duration_seconds: family!("histogram", "cborgate_codec_duration_seconds",
                 "Time spent transcoding, per body or per watch event, by direction, formats, API group and resource.",
                 hist(&["direction", "from", "to", "group", "resource"], CODEC_BUCKETS)),
@@ -382,8 +425,8 @@ impl Metrics {
     /// labels get their zero series under [`ZERO_LABELS`].
     fn create_series_at_zero(&self) {
         let [group, resource, client] = ZERO_LABELS;
-        self.requests_total
-            .with_label_values(&["GET", "503", "none", "json", group, resource, client]);
+        let (count, _) = request_series("GET", "503", ["none", "json"], None);
+        self.requests_total.with_label_values(&count);
         for origin in Origin::ALL.map(Origin::label) {
             self.unsupported_media_type_total
                 .with_label_values(&[origin, group, resource, client]);
@@ -454,6 +497,37 @@ impl Metrics {
     }
 }
 
+/// The label values of one request's series: `cborgate_requests_total`'s (in
+/// [`REQUEST_LABELS`] order) and `cborgate_request_duration_seconds`' ([`DURATION_LABELS`]),
+/// from its verb, code, `[request_format, response_format]` and route labels.
+pub fn request_series<'a>(
+    verb: &'a str,
+    code: &'a str,
+    [request_format, response_format]: [&'a str; 2],
+    labels: Option<RequestLabels>,
+) -> ([&'a str; 11], [&'a str; 8]) {
+    let [_, _, client] = RequestLabels::values(labels);
+    let [dry_run, group, version, resource, subresource, scope] = ApiLabels::values(labels);
+    let shared = [verb, dry_run, group, version, resource, subresource, scope];
+    let [v, d, g, ve, r, su, sc] = shared;
+    (
+        [
+            v,
+            d,
+            g,
+            ve,
+            r,
+            su,
+            sc,
+            code,
+            request_format,
+            response_format,
+            client,
+        ],
+        [v, d, g, ve, r, su, sc, response_format],
+    )
+}
+
 /// The `group`, `resource` and `client` labels of the series every family has at zero
 /// from start-up: a request outside the resource API from a client of no known family.
 pub const ZERO_LABELS: [&str; 3] = [NON_RESOURCE, NON_RESOURCE, "other"];
@@ -465,7 +539,34 @@ pub struct ResourceSeries {
     pub group: &'static str,
     pub resource: &'static str,
     codecs: [OnceLock<CodecSeries>; Transcoding::ALL.len()],
+    /// The (version, subresource) label pairs requests to this (group, resource) have
+    /// had: at most [`MAX_VARIANTS`], each interned once.
+    variants: RwLock<Vec<&'static Variant>>,
 }
+
+/// The `version` and `subresource` labels of a request, interned per (group, resource).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Variant {
+    pub version: &'static str,
+    pub subresource: &'static str,
+}
+
+/// The most (version, subresource) pairs one (group, resource) pair gets labels for; a
+/// later new one is counted as `(other)` in both. A built-in resource has a few versions
+/// and subresources at most (pods: `v1` and ten subresources).
+pub const MAX_VARIANTS: usize = 16;
+
+/// `version=""`, `subresource=""`: the fixed pairs' (and a plain resource request's under
+/// `(other)`).
+static NO_VARIANT: Variant = Variant {
+    version: "",
+    subresource: "",
+};
+/// Beyond [`MAX_VARIANTS`], or a version or subresource no apiserver can serve.
+static OTHER_VARIANT: Variant = Variant {
+    version: OTHER,
+    subresource: OTHER,
+};
 
 impl ResourceSeries {
     fn new(group: &'static str, resource: &'static str) -> Self {
@@ -473,7 +574,48 @@ impl ResourceSeries {
             group,
             resource,
             codecs: Default::default(),
+            variants: RwLock::default(),
         }
+    }
+
+    /// The interned labels of `version` and `subresource` for this pair: found under a
+    /// read lock without allocating once seen; `(other)` beyond [`MAX_VARIANTS`].
+    fn variant(&self, version: &str, subresource: &str) -> &'static Variant {
+        if version.is_empty() && subresource.is_empty() {
+            return &NO_VARIANT;
+        }
+        let find = |v: &[&'static Variant]| {
+            v.iter()
+                .copied()
+                .find(|v| v.version == version && v.subresource == subresource)
+        };
+        let read = self.variants.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = find(&read) {
+            return v;
+        }
+        drop(read);
+        let mut write = self.variants.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = find(&write) {
+            return v;
+        }
+        if write.len() >= MAX_VARIANTS {
+            return &OTHER_VARIANT;
+        }
+        // The same version of a pair is interned once.
+        let version: &'static str = match write.iter().find(|v| v.version == version) {
+            Some(v) => v.version,
+            None => Box::leak(version.into()),
+        };
+        let subresource: &'static str = match write.iter().find(|v| v.subresource == subresource) {
+            Some(v) => v.subresource,
+            None => Box::leak(subresource.into()),
+        };
+        let v: &'static Variant = Box::leak(Box::new(Variant {
+            version,
+            subresource,
+        }));
+        write.push(v);
+        v
     }
 
     /// Interned for the life of the process: at most `metrics.max_resources` of them,
@@ -508,8 +650,37 @@ impl ResourceSeries {
 #[derive(Clone, Copy)]
 pub struct RequestLabels {
     pub resource: &'static ResourceSeries,
+    /// Its `version` and `subresource`.
+    pub variant: &'static Variant,
+    /// A [`crate::negotiate::labels::scope`] value.
+    pub scope: &'static str,
+    /// A [`crate::negotiate::labels::dry_run`] value.
+    pub dry_run: &'static str,
     /// A [`crate::negotiate::client::ClientFamily`] label.
     pub client: &'static str,
+}
+
+/// The labels `cborgate_requests_total` shares with `apiserver_request_total` besides
+/// verb and code: `[dry_run, group, version, resource, subresource, scope]`.
+pub struct ApiLabels;
+
+impl ApiLabels {
+    /// Those of a request never classified, and of the series at zero from start-up.
+    pub const ZERO: [&'static str; 6] = ["", NON_RESOURCE, "", NON_RESOURCE, "", ""];
+
+    pub fn values(labels: Option<RequestLabels>) -> [&'static str; 6] {
+        match labels {
+            Some(l) => [
+                l.dry_run,
+                l.resource.group,
+                l.variant.version,
+                l.resource.resource,
+                l.variant.subresource,
+                l.scope,
+            ],
+            None => Self::ZERO,
+        }
+    }
 }
 
 impl RequestLabels {
@@ -566,10 +737,29 @@ impl ResourceLabels {
         }
     }
 
-    /// The labels of a request to `route` from `user_agent`.
-    pub fn request(&self, route: &Route, client: ClientFamily) -> RequestLabels {
+    /// The labels of a `method` request to `route` with `query` from a client of
+    /// `client`'s family.
+    pub fn request(
+        &self,
+        route: &Route,
+        method: HttpMethod,
+        query: Option<&str>,
+        client: ClientFamily,
+    ) -> RequestLabels {
+        let resource = self.resolve(labels::resource_key(route));
+        let variant = if std::ptr::eq(resource, self.other) {
+            &OTHER_VARIANT
+        } else {
+            match labels::variant(route) {
+                Some((version, subresource)) => resource.variant(version, subresource),
+                None => &OTHER_VARIANT,
+            }
+        };
         RequestLabels {
-            resource: self.resolve(labels::resource_key(route)),
+            resource,
+            variant,
+            scope: labels::scope(route, method),
+            dry_run: labels::dry_run(query),
             client: client.label(),
         }
     }
@@ -578,6 +768,9 @@ impl ResourceLabels {
     pub fn unclassified(&self) -> RequestLabels {
         RequestLabels {
             resource: self.non_resource,
+            variant: &NO_VARIANT,
+            scope: "",
+            dry_run: "",
             client: "other",
         }
     }
@@ -1007,12 +1200,17 @@ mod tests {
         let client = identify(Some(
             "kube-controller-manager/v1.35.2 (linux/amd64) kubernetes/abc",
         ));
-        let l = labels.request(&route, client.family);
+        let l = labels.request(&route, HttpMethod::Get, None, client.family);
         assert_eq!(
             RequestLabels::values(Some(l)),
             ["apps", "deployments", "kube-controller-manager"]
         );
-        let l = labels.request(&Route::classify("/version"), identify(None).family);
+        let l = labels.request(
+            &Route::classify("/version"),
+            HttpMethod::Get,
+            None,
+            identify(None).family,
+        );
         assert_eq!(
             RequestLabels::values(Some(l)),
             [NON_RESOURCE, NON_RESOURCE, "other"]
@@ -1022,6 +1220,101 @@ mod tests {
             RequestLabels::values(Some(labels.unclassified())),
             ZERO_LABELS
         );
+    }
+
+    #[test]
+    fn api_labels_are_the_apiservers() {
+        let labels = ResourceLabels::new(10);
+        let api = |path: &str, query: Option<&str>| {
+            let l = labels.request(
+                &Route::classify(path),
+                HttpMethod::Get,
+                query,
+                identify(None).family,
+            );
+            ApiLabels::values(Some(l))
+        };
+        assert_eq!(
+            api(
+                "/apis/apps/v1/namespaces/d/deployments/web/scale",
+                Some("dryRun=All")
+            ),
+            ["All", "apps", "v1", "deployments", "scale", "resource"]
+        );
+        assert_eq!(
+            api("/api/v1/nodes/n1/status", None),
+            ["", "", "v1", "nodes", "status", "resource"]
+        );
+        assert_eq!(
+            api("/api/v1/namespaces/d/pods", None),
+            ["", "", "v1", "pods", "", "namespace"]
+        );
+        assert_eq!(
+            api("/api/v1/pods", None),
+            ["", "", "v1", "pods", "", "cluster"]
+        );
+        assert_eq!(
+            api("/version", None),
+            ["", NON_RESOURCE, "", NON_RESOURCE, "", ""]
+        );
+        assert_eq!(
+            api("/api/v1/pods/p/Bad_Sub", None),
+            ["", "", OTHER, "pods", OTHER, "resource"]
+        );
+        assert_eq!(ApiLabels::values(None), ApiLabels::ZERO);
+    }
+
+    /// Hostile paths (every version, subresource and resource name a client can make up)
+    /// leave at most `max_resources` + 3 pairs, each with at most [`MAX_VARIANTS`] + 1
+    /// (version, subresource) pairs; scope and dry_run have 4 and 3 values.
+    #[test]
+    fn label_cardinality_is_bounded_under_hostile_paths() {
+        let max = 5;
+        let labels = ResourceLabels::new(max);
+        let mut seen = std::collections::BTreeSet::new();
+        let queries = [
+            None,
+            Some("dryRun=All"),
+            Some("dryRun=x"),
+            Some("dryRun=%41ll"),
+        ];
+        for i in 0..3000 {
+            let path = match i % 6 {
+                0 => format!("/apis/g{}.example.com/v{}/r{i}", i % 7, i % 9 + 1),
+                1 => format!("/api/v1/namespaces/ns{i}/pods/p{i}/sub{i}"),
+                2 => format!("/api/v{}beta{}/pods", i % 50 + 1, i % 30 + 1),
+                3 => format!("/apis/apps/v{}/deployments/x/s{}", i % 40 + 1, i % 20),
+                4 => format!("/x/{i}/%zz/{i}"),
+                _ => format!("/apis/g{i}/v1"),
+            };
+            let l = labels.request(
+                &Route::classify(&path),
+                HttpMethod::Get,
+                queries[i % 4],
+                identify(None).family,
+            );
+            seen.insert(ApiLabels::values(Some(l)).map(str::to_string));
+        }
+        let count = |at: usize| {
+            seen.iter()
+                .map(|v| v[at].clone())
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert!(labels.tracked() <= max);
+        let pairs: std::collections::BTreeSet<_> =
+            seen.iter().map(|v| (v[1].clone(), v[3].clone())).collect();
+        assert!(pairs.len() <= max + 3, "{pairs:?}");
+        for (g, r) in &pairs {
+            let variants = seen
+                .iter()
+                .filter(|v| (&v[1], &v[3]) == (g, r))
+                .map(|v| (v[2].clone(), v[4].clone()))
+                .collect::<std::collections::BTreeSet<_>>();
+            assert!(variants.len() <= MAX_VARIANTS + 1, "{g}/{r}: {variants:?}");
+        }
+        assert!(count(0).len() <= 3, "{:?}", count(0));
+        assert!(count(5).len() <= 4, "{:?}", count(5));
+        assert!(seen.len() <= (max + 3) * (MAX_VARIANTS + 1) * 3 * 4);
     }
 
     #[cfg(target_os = "linux")]

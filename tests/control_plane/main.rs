@@ -33,6 +33,7 @@ mod layout;
 mod modes;
 mod operations;
 mod procs;
+mod request_metrics;
 
 use cluster::{Apiserver, ApiserverOpts, Assets, Gate, Pki, Service};
 use http::Client;
@@ -189,6 +190,7 @@ fn cases() -> Vec<Case> {
     all.extend(findings::CASES);
     all.extend(goaway::CASES);
     all.extend(credentials::CASES);
+    all.extend(request_metrics::CASES);
     all.extend(controllers::LATE_CASES);
     // (after the metrics check: it sends bodies cborgate refuses on purpose)
     all.extend(byte_fields::CASES);
