@@ -40,7 +40,8 @@ use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
-use crate::ops::metrics::{count_refusal, Origin, ResourceLabels};
+use crate::ops::metrics::Origin;
+use crate::ops::request_labels::{count_refusal, ResourceLabels};
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
