@@ -216,7 +216,8 @@ def check_promql(where: str, expr: str, fams, problems: Problems,
 
     allowed: Set[str] = set(TARGET_LABELS)
     uses_bucket = False
-    for m in re.finditer(r"\bcborgate_[a-zA-Z0-9_]+", expr):
+    # (A recorded series, `cborgate_request:burnrate1h`, is not a family.)
+    for m in re.finditer(r"\bcborgate_[a-zA-Z0-9_]+(?![a-zA-Z0-9_:])", expr):
         tok = m.group(0)
         fam = family_of(tok, fams)
         if fam is None:
@@ -629,7 +630,7 @@ def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int
     n = 0
     groups = need(spec, "groups", list, where, problems, "spec.groups")
     gnames: Set[str] = set()
-    records: Set[str] = set()
+    records: Set[Tuple[str, Tuple]] = set()
     for gi, g in enumerate(groups or []):
         w = f"{where} group[{gi}]"
         if not isinstance(g, dict):
@@ -659,12 +660,15 @@ def check_prometheusrule(where: str, doc: dict, fams, problems: Problems) -> int
                 # Recorded series are named level:metric:operations.
                 if not RECORD_NAME_RE.match(rec):
                     problems.add(rw, "record name must be level:metric:operations ([a-zA-Z_:][a-zA-Z0-9_:]* with colons)")
-                if rec in records:
+                # The same name with other labels is another series (the mixin's
+                # burn rates: verb="read" and verb="write").
+                key = (rec, tuple(sorted((r.get("labels") or {}).items())))
+                if key in records:
                     problems.add(rw, f"{rec} is recorded twice")
-                records.add(rec)
+                records.add(key)
             # A recorded series used here is recorded before, in the same group (Prometheus
             # evaluates a group's rules in order; anything else reads a stale or no value).
-            for used in re.findall(r"\bcborgate:[a-zA-Z0-9_:]+", str(r.get("expr", ""))):
+            for used in re.findall(r"\bcborgate[a-zA-Z0-9_]*:[a-zA-Z0-9_:]+", str(r.get("expr", ""))):
                 if used not in recorded_here:
                     problems.add(rw, f"{used} is not recorded earlier in this group")
             if "record" in r:

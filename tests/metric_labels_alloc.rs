@@ -1,11 +1,12 @@
 //! A request whose (group, resource) pair was seen before gets its metric labels
-//! without allocating (`ops::metrics::ResourceLabels`, docs/wire.md §6): the labels
+//! without allocating (`ops::request_labels::ResourceLabels`, docs/wire.md §6): the labels
 //! cost a lookup per request, never a string. Counted per thread by a counting global
 //! allocator, so tests running beside it do not count.
 
 use cborgate::negotiate::client::identify;
+use cborgate::negotiate::route::Method;
 use cborgate::negotiate::Route;
-use cborgate::ops::metrics::{RequestLabels, ResourceLabels};
+use cborgate::ops::request_labels::{ApiLabels, RequestLabels, ResourceLabels};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -49,6 +50,7 @@ fn labels_of_a_pair_seen_before_do_not_allocate() {
     let labels = ResourceLabels::new(2);
     let routes: Vec<Route> = [
         "/apis/apps/v1/namespaces/demo/deployments/web",
+        "/apis/apps/v1/namespaces/demo/deployments/web/scale",
         "/api/v1/namespaces/demo/pods",
         // Beyond the cap of 2: (other).
         "/apis/stable.example.com/v1/crontabs",
@@ -67,7 +69,12 @@ fn labels_of_a_pair_seen_before_do_not_allocate() {
     // The first sighting of a pair interns it: that allocates, once.
     let first = allocations(|| {
         for r in &routes {
-            std::hint::black_box(labels.request(r, identify(agents[0]).family));
+            std::hint::black_box(labels.request(
+                r,
+                Method::Post,
+                Some("dryRun=All"),
+                identify(agents[0]).family,
+            ));
         }
     });
     assert!(first > 0, "the counter counts");
@@ -76,14 +83,16 @@ fn labels_of_a_pair_seen_before_do_not_allocate() {
         for _ in 0..1000 {
             for r in &routes {
                 for ua in agents {
-                    let l = labels.request(r, identify(ua).family);
+                    let l =
+                        labels.request(r, Method::Post, Some("dryRun=All"), identify(ua).family);
                     std::hint::black_box(RequestLabels::values(Some(l)));
+                    std::hint::black_box(ApiLabels::values(Some(l)));
                 }
             }
         }
     });
     assert_eq!(
         again, 0,
-        "allocations for 18,000 requests to pairs seen before"
+        "allocations for 21,000 requests to pairs seen before"
     );
 }

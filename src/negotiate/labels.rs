@@ -3,12 +3,12 @@
 //! and bounded by construction: the client is one of [`ClientFamily::ALL`]; a route that
 //! addresses no resource gets one of a few fixed values; a resource route gets its own
 //! group and resource only when both are names an apiserver can serve, and then only up
-//! to a cap the caller keeps (`ops::metrics::ResourceLabels`), beyond which it is
+//! to a cap the caller keeps (`ops::request_labels::ResourceLabels`), beyond which it is
 //! [`OTHER`]. Never a namespace, an object name or a user: the route keeps neither.
 //!
 //! [`ClientFamily::ALL`]: super::client::ClientFamily::ALL
 
-use super::route::Route;
+use super::route::{query_first_value, Method, Route};
 
 /// `group` and `resource` of a discovery request (`/api`, `/apis`, `/apis/<group>`,
 /// `/api/v1`, `/apis/<group>/<version>`).
@@ -53,6 +53,75 @@ pub fn resource_key(route: &Route) -> ResourceKey<'_> {
         }
         Route::Other => ResourceKey::Fixed(NON_RESOURCE),
     }
+}
+
+/// The `scope` label, as kube-apiserver 1.36's `CleanScope` gives it (read from its
+/// `/metrics` for the same requests, tests/control_plane/request_metrics.rs): `resource` for
+/// a request that names an object or creates one (any POST to a resource path: the
+/// apiserver's `create` verb), else `namespace` under `/namespaces/<ns>/`, else `cluster`;
+/// `""` outside the resource API.
+pub fn scope(route: &Route, method: Method) -> &'static str {
+    match route {
+        Route::Resource(r) if r.named || method == Method::Post => "resource",
+        Route::Resource(r) if r.namespaced => "namespace",
+        Route::Resource(_) => "cluster",
+        _ => "",
+    }
+}
+
+/// The `dry_run` label, as kube-apiserver's `cleanDryRun` gives it: `""` without a `dryRun`
+/// query parameter, `All` when every value is `All` (the only valid one), `invalid` otherwise.
+pub fn dry_run(query: Option<&str>) -> &'static str {
+    let Some(q) = query.filter(|q| q.contains("dryRun")) else {
+        return "";
+    };
+    // Every value of every `dryRun` parameter (`url.Values`' list), decoded.
+    let mut seen = false;
+    for pair in q.split('&') {
+        if let Some(v) = query_first_value(pair, "dryRun") {
+            if v != "All" {
+                return "invalid";
+            }
+            seen = true;
+        }
+    }
+    if seen {
+        "All"
+    } else {
+        ""
+    }
+}
+
+/// The `version` and `subresource` labels of a resource route with labels of its own: the
+/// version when it is a Kubernetes API version (`v1`, `v2beta1`, `v1alpha3`: `v`, a number,
+/// then optionally `alpha` or `beta` and a number), the subresource when it is a DNS-1123
+/// label (`""` for none). `None` when either is not: the request counts under [`OTHER`].
+pub fn variant(route: &Route) -> Option<(&str, &str)> {
+    let Route::Resource(r) = route else {
+        return Some(("", ""));
+    };
+    let sub = r.subresource.as_deref().unwrap_or("");
+    (is_version(&r.version) && (sub.is_empty() || is_dns_label(sub))).then_some((&r.version, sub))
+}
+
+/// `v<N>`, `v<N>alpha<M>`, `v<N>beta<M>` with numbers of at most 4 digits, no leading zero.
+fn is_version(v: &str) -> bool {
+    let number = |s: &str| {
+        (1..=4).contains(&s.len()) && !s.starts_with('0') && s.bytes().all(|b| b.is_ascii_digit())
+    };
+    let Some(rest) = v.strip_prefix('v') else {
+        return false;
+    };
+    let cut = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let (major, level) = rest.split_at(cut);
+    number(major)
+        && (level.is_empty()
+            || level
+                .strip_prefix("alpha")
+                .or_else(|| level.strip_prefix("beta"))
+                .is_some_and(number))
 }
 
 /// A DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a
@@ -148,6 +217,80 @@ mod tests {
             resource_key(&Route::classify(&ok)),
             Resource { .. }
         ));
+    }
+
+    #[test]
+    fn scope_is_the_apiservers() {
+        let table = [
+            ("GET", "/api/v1/namespaces/demo/configmaps", "namespace"),
+            ("POST", "/api/v1/namespaces/demo/configmaps", "resource"),
+            ("DELETE", "/api/v1/namespaces/demo/configmaps", "namespace"),
+            ("GET", "/api/v1/namespaces/demo/configmaps/cm", "resource"),
+            ("PUT", "/api/v1/namespaces/demo/pods/p/status", "resource"),
+            ("GET", "/api/v1/watch/namespaces/demo/pods", "namespace"),
+            ("GET", "/api/v1/namespaces/demo", "resource"),
+            ("PUT", "/api/v1/namespaces/demo/status", "resource"),
+            ("GET", "/api/v1/namespaces", "cluster"),
+            ("POST", "/api/v1/namespaces", "resource"),
+            ("GET", "/api/v1/nodes", "cluster"),
+            ("GET", "/api/v1/pods", "cluster"),
+            ("GET", "/api/v1/nodes/n1", "resource"),
+            (
+                "GET",
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/admin",
+                "resource",
+            ),
+            ("GET", "/apis/apps/v1", ""),
+            ("POST", "/version", ""),
+        ];
+        for (method, path, want) in table {
+            let got = scope(&Route::classify(path), Method::parse(method));
+            assert_eq!(got, want, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn dry_run_is_the_apiservers() {
+        let table = [
+            (None, ""),
+            (Some("watch=1"), ""),
+            (Some("dryRun=All"), "All"),
+            (Some("fieldManager=x&dryRun=All&dryRun=All"), "All"),
+            (Some("dryRun=all"), "invalid"),
+            (Some("dryRun="), "invalid"),
+            (Some("dryRun"), "invalid"),
+            (Some("dryRun=All&dryRun=Foo"), "invalid"),
+            (Some("labelSelector=dryRun"), ""),
+        ];
+        for (query, want) in table {
+            assert_eq!(dry_run(query), want, "{query:?}");
+        }
+    }
+
+    #[test]
+    fn versions_and_subresources_are_names_a_server_can_serve() {
+        let v = |p: &str| variant(&Route::classify(p)).map(|(a, b)| (a.to_owned(), b.to_owned()));
+        let some = |a: &str, b: &str| Some((a.to_owned(), b.to_owned()));
+        assert_eq!(v("/api/v1/pods"), some("v1", ""));
+        assert_eq!(
+            v("/apis/apps/v1/namespaces/d/deployments/x/scale"),
+            some("v1", "scale")
+        );
+        assert_eq!(v("/apis/x.io/v2beta1/things"), some("v2beta1", ""));
+        assert_eq!(v("/apis/x.io/v1alpha3/things"), some("v1alpha3", ""));
+        assert_eq!(v("/version"), some("", ""));
+        for bad in [
+            "/apis/x.io/V1/things",
+            "/apis/x.io/v01/things",
+            "/apis/x.io/v1gamma1/things",
+            "/apis/x.io/v1beta/things",
+            "/apis/x.io/v12345/things",
+            "/apis/x.io/latest/things",
+            "/api/v1/namespaces/d/pods/p/Status",
+            "/api/v1/namespaces/d/pods/p/a_b",
+        ] {
+            assert_eq!(v(bad), None, "{bad}");
+        }
     }
 
     #[test]

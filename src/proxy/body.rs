@@ -10,7 +10,8 @@ use crate::codec::{
     Transcoder,
 };
 use crate::negotiate::encoding::GZIP_LEVEL;
-use crate::ops::metrics::{metrics, CodecSeries, ResourceSeries, Transcoding};
+use crate::ops::metrics::{metrics, CodecSeries, Transcoding};
+use crate::ops::request_labels::ResourceSeries;
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;

@@ -17,7 +17,8 @@ use crate::negotiate::{
     BodyAction, CapabilityKey, CborSupport, ClientFraming, Failure, Intake, Learned, Plan, Reply,
     ResponseHead,
 };
-use crate::ops::metrics::{count_refusal, metrics, GaugeHeld, Origin, RequestLabels};
+use crate::ops::metrics::{metrics, GaugeHeld, Origin};
+use crate::ops::request_labels::{count_refusal, RequestLabels};
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -625,7 +626,7 @@ mod tests {
                 max_request_body: 1 << 20,
                 max_upstream_body: 1 << 20,
             },
-            labels: Arc::new(crate::ops::metrics::ResourceLabels::new(10)),
+            labels: Arc::new(crate::ops::request_labels::ResourceLabels::new(10)),
         }
     }
 

@@ -40,7 +40,8 @@ use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
-use crate::ops::metrics::{count_refusal, Origin, ResourceLabels};
+use crate::ops::metrics::Origin;
+use crate::ops::request_labels::{count_refusal, ResourceLabels};
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
@@ -293,7 +294,12 @@ impl ProxyHttp for Gate {
         // Who the client is, read once: its metric label and whether it is protected.
         let user_agent = session.req_header().headers.get("user-agent");
         let client = identify_client(user_agent.and_then(|v| v.to_str().ok()));
-        let labels = self.codecs.labels.request(&plan.route, client.family);
+        let req = session.req_header();
+        let method = crate::negotiate::route::Method::parse(req.method.as_str());
+        let labels =
+            self.codecs
+                .labels
+                .request(&plan.route, method, req.uri.query(), client.family);
         let facts = HeadFacts {
             identity: &who,
             head_bytes,

@@ -2,7 +2,8 @@
 //! (docs/surface.md "Logs"), and what it held given back.
 
 use super::exchange::Exchange;
-use crate::ops::metrics::{metrics, RequestLabels};
+use crate::ops::metrics::metrics;
+use crate::ops::request_labels::request_series;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::time::Duration;
@@ -22,20 +23,17 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     let m = metrics();
     let r = ex.record(session.response_written().map(|h| h.status.as_u16()));
     let code = r.status.unwrap_or(CLIENT_CLOSED);
-    let [group, resource, client] = RequestLabels::values(ex.labels());
-    m.requests_total
-        .with_label_values(&[
-            r.verb,
-            code_label(code, &mut [0; 5]),
-            r.request_format,
-            r.response_format,
-            group,
-            resource,
-            client,
-        ])
-        .inc();
+    let formats = [r.request_format, r.response_format];
+    let mut code_buf = [0; 5];
+    let (count, time) = request_series(
+        r.verb,
+        code_label(code, &mut code_buf),
+        formats,
+        ex.labels(),
+    );
+    m.requests_total.with_label_values(&count).inc();
     m.request_duration_seconds
-        .with_label_values(&[r.verb, r.response_format])
+        .with_label_values(&time)
         .observe(r.elapsed.as_secs_f64());
     let req = session.req_header();
     let user_agent = req

@@ -12,7 +12,8 @@ use crate::negotiate::local::keeps_tail;
 use crate::negotiate::{
     BodyAction, BodyProgress, Intake, OnResponse, Plan, RequestLimits, ResponseAction,
 };
-use crate::ops::metrics::{metrics, ResourceLabels, ResourceSeries};
+use crate::ops::metrics::metrics;
+use crate::ops::request_labels::{ResourceLabels, ResourceSeries};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;

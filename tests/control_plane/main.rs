@@ -41,6 +41,7 @@ mod layout;
 mod modes;
 mod operations;
 mod procs;
+mod request_metrics;
 mod watch_discovery;
 
 use cluster::{Apiserver, ApiserverOpts, Assets, Gate, Pki, Service};
@@ -224,6 +225,7 @@ fn cases() -> Vec<(Case, Servers)> {
     all.extend(current(&findings::CASES));
     all.extend(both(&goaway::CASES));
     all.extend(current(&credentials::CASES));
+    all.extend(current(&request_metrics::CASES));
     all.extend(current(&controllers::LATE_CASES));
     // (after the metrics check: it sends bodies cborgate refuses on purpose)
     all.extend(current(&byte_fields::CASES));
