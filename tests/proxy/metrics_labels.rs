@@ -66,6 +66,11 @@ fn recording_rules() -> Vec<(String, String)> {
         let Some(name) = l.trim_start().strip_prefix("- record:") else {
             continue;
         };
+        // The SLO burn rates (`cborgate_request:burnrate*`) use regex matchers this
+        // small evaluator does not read; promtool evaluates them (rules-test.yaml).
+        if name.trim().starts_with("cborgate_request:") {
+            continue;
+        }
         let at = n
             + 1
             + lines[n + 1..]
