@@ -332,7 +332,7 @@ impl AsyncRead for Conn {
         if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             match phase {
                 WAITING => {
-                    this.lines = HeadLines::default();
+                    this.lines.reset();
                     this.lines.feed(&buf.filled()[before..]);
                     let at = Instant::now() + this.connections.head_timeout;
                     this.deadline.as_mut().reset(at);

@@ -34,6 +34,18 @@ pub struct HeadLines {
 }
 
 impl HeadLines {
+    /// Ready for the next request head on the same connection, keeping the `Accept`
+    /// buffer's room: a connection's heads reuse one buffer, so a request costs no
+    /// allocation here (tests/proxy_alloc.rs pins the count).
+    pub fn reset(&mut self) {
+        let mut accept = std::mem::take(&mut self.accept);
+        accept.clear();
+        *self = HeadLines {
+            accept,
+            ..HeadLines::default()
+        };
+    }
+
     /// The next bytes of the head (and maybe of what follows it, which is ignored).
     pub fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
