@@ -39,23 +39,30 @@ pub fn request_series<'a>(
 ) -> ([&'a str; 11], [&'a str; 8]) {
     let [_, _, client] = RequestLabels::values(labels);
     let [dry_run, group, version, resource, subresource, scope] = ApiLabels::values(labels);
-    let shared = [verb, dry_run, group, version, resource, subresource, scope];
-    let [v, d, g, ve, r, su, sc] = shared;
     (
         [
-            v,
-            d,
-            g,
-            ve,
-            r,
-            su,
-            sc,
+            verb,
+            dry_run,
+            group,
+            version,
+            resource,
+            subresource,
+            scope,
             code,
             request_format,
             response_format,
             client,
         ],
-        [v, d, g, ve, r, su, sc, response_format],
+        [
+            verb,
+            dry_run,
+            group,
+            version,
+            resource,
+            subresource,
+            scope,
+            response_format,
+        ],
     )
 }
 

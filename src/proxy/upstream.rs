@@ -281,7 +281,10 @@ impl Readiness {
                 self.refuses_cbor.store(false, Ordering::Release);
                 s.publish();
                 tracing::info!(
-                    reason = "no request has found the upstream refusing CBOR for 20 s",
+                    reason = %format_args!(
+                        "no request has found the upstream refusing CBOR for {} s",
+                        REFUSAL_HOLD.as_secs()
+                    ),
                     "upstream ready again unless the next CBOR request is refused"
                 );
             }
@@ -517,15 +520,13 @@ impl Upstream {
             header("Connection", "close".into())?;
         }
         if let Some((bytes, accept)) = body {
-            if let Some(user) = &self.probe_user_header {
-                req.insert_header(user.clone(), PROBE_USER)
-                    .map_err(|e| e.to_string())?;
-            }
-            let mut header =
-                |k: &'static str, v: String| req.insert_header(k, v).map_err(|e| e.to_string());
             header("Accept", accept.into())?;
             header("Content-Type", "application/json".into())?;
             header("Content-Length", bytes.len().to_string())?;
+        }
+        if let (Some(_), Some(user)) = (body, &self.probe_user_header) {
+            req.insert_header(user.clone(), PROBE_USER)
+                .map_err(|e| e.to_string())?;
         }
         session
             .write_request_header(Box::new(req))
