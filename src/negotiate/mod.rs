@@ -27,6 +27,8 @@
 //! - [`labels`]: the `group`, `resource` and `client` labels of a request's metrics.
 //! - [`protect`]: which clients decode CBOR with client-go 1.32–1.35's limits, and
 //!   whether an answer to them is held until its width is known (docs/wire.md §2b).
+//! - [`hold`]: the hold's state machine: read on or let the held start go (as CBOR or
+//!   as the upstream's JSON), and whether a failed send is sent again.
 //! - [`pool`]: which upstream connections a request may share (anonymous requests get
 //!   their own), and whether a failed attempt is sent again.
 
@@ -38,6 +40,7 @@ pub mod forwarded;
 mod go_float;
 mod go_sort;
 pub mod head_lines;
+pub mod hold;
 pub mod identity;
 pub mod intake;
 pub mod labels;
