@@ -1,21 +1,26 @@
-//! [`Exchange`]: the context of one request across pingora's callbacks. It is made
-//! when the request arrives and planned once, in `request_filter`; from then on it
-//! holds, each in its own part, the plan and who the request is, the request body
-//! ([`RequestBody`]), the response body ([`ResponseBody`]), what the request is counted
-//! and logged with ([`Account`]), and what it holds of the process ([`Held`]: guards
-//! that give themselves back when dropped, on every path, panics included). Its fields
-//! are private: the callbacks ask it, and it asks the plan.
+//! [`Exchange`]: the context of one request across the steps of its loop
+//! (`proxy::steps`). It is made when the request arrives and planned once, in
+//! `request_filter`; from then on its stage ([`Stage`]) says which phase the request is
+//! in and carries what that phase has: the plan, who the request is and its request
+//! body ([`RequestBody`]) from planning on, whether it is protected, and the response
+//! body ([`ResponseBody`], with the decision about the upstream's head) once the
+//! upstream answered. Beside the stage it holds what the request is counted and logged
+//! with ([`Account`]), and what it holds of the process ([`Held`]: guards that give
+//! themselves back when dropped, on every path, panics included). Its fields are
+//! private: the steps ask it, and it asks the plan.
 
 use super::local_reply;
 use super::transcode::{codec_time, CodecSettings, RequestBody, ResponseBody};
 use crate::limits::admission::{Admission, Slot, UpstreamHeld};
 use crate::limits::budget::BodyBudget;
+use crate::negotiate::client::ClientFamily;
 use crate::negotiate::identity::Identity;
 use crate::negotiate::pool::{retry, Attempt, Pool, Retry};
+use crate::negotiate::protect::{self, Reason, Verdict};
 use crate::negotiate::route::UpgradeProtocol;
 use crate::negotiate::{
-    BodyAction, CapabilityKey, CborSupport, ClientFraming, Failure, Intake, Learned, Plan, Reply,
-    ResponseHead,
+    BodyAction, CapabilityKey, CborSupport, ClientFraming, Failure, Intake, Learned, OnResponse,
+    Plan, Reply, ResponseHead,
 };
 use crate::ops::metrics::{metrics, GaugeHeld, Origin};
 use crate::ops::request_labels::{count_refusal, RequestLabels};
@@ -33,23 +38,32 @@ pub struct Exchange {
     stage: Stage,
     account: Account,
     held: Held,
-    /// A client with old CBOR limits that accepts JSON (`proxy::hold`): its family.
-    protected: Option<crate::negotiate::client::ClientFamily>,
 }
 
-/// Where the request is: arrived (pingora made the context), or planned. Planning
-/// happens once, first thing in `request_filter`, before any callback that needs it.
-/// `Planned` is held inline: the context lives in the request's own future, which
+/// Where the request is, each phase with what it has. Planning happens once, first
+/// thing in `request_filter`; from then on every phase carries the [`Request`]. A step
+/// asked of a phase that cannot have it (pingora never does so) is one internal error,
+/// [`out_of_turn`]; a question about the request answers from whatever phase it is in.
+/// The phases are held inline: the context lives in the request's own future, which
 /// pingora already keeps on the heap, and a box of its own would be one more
 /// allocation per request.
 #[allow(clippy::large_enum_variant)]
 enum Stage {
+    /// pingora made the context; nothing is known yet.
     Arrived,
-    Planned(Planned),
+    /// Planned and admitted: its body is read whole here when the plan says so, and it
+    /// may be protected (`proxy::hold`); nothing has gone upstream.
+    Planned(Request),
+    /// An attempt upstream is under way: its peer is chosen, no response head decided.
+    Proxied(Request),
+    /// The upstream's response head is decided: its body's stages.
+    Answered(Request, ResponseBody),
+    /// cborgate answered it itself (a refusal, or a failure's `Status`).
+    Local(Request),
 }
 
-/// A planned request: its plan, who it is, and its bodies.
-struct Planned {
+/// A planned request: its plan, who it is, and its request body.
+struct Request {
     plan: Plan,
     /// Who the request is, and its identity headers upstream.
     identity: Identity,
@@ -58,9 +72,10 @@ struct Planned {
     /// Its `group`, `resource` and `client` metric labels.
     labels: RequestLabels,
     request: RequestBody,
-    response: ResponseBody,
     /// Attempts the upstream refused unprocessed that were sent again.
     refused_retries: u8,
+    /// A client with old CBOR limits that accepts JSON (`proxy::hold`): its family.
+    protected: Option<ClientFamily>,
 }
 
 /// What the request is counted and logged with.
@@ -124,8 +139,11 @@ pub struct Record<'a> {
     pub ended_by_drain: bool,
 }
 
-fn no_plan() -> Box<Error> {
-    Error::explain(ErrorType::InternalError, "a request without a plan")
+/// The one answer to a step asked of a phase that cannot have it: pingora calls
+/// `request_filter` (which plans) before any other step, and `upstream_peer` before the
+/// upstream's head, so this is a bug, answered as an internal error.
+fn out_of_turn() -> Box<Error> {
+    Error::explain(ErrorType::InternalError, "a request step out of its turn")
 }
 
 fn header<'a>(resp: &'a ResponseHeader, name: &str) -> Option<&'a str> {
@@ -160,7 +178,38 @@ impl Default for Exchange {
             stage: Stage::Arrived,
             account: Account::default(),
             held: Held::default(),
-            protected: None,
+        }
+    }
+}
+
+impl Stage {
+    /// The request, in whatever phase it is (`None`: never planned).
+    fn request(&self) -> Option<&Request> {
+        match self {
+            Stage::Arrived => None,
+            Stage::Planned(r) | Stage::Proxied(r) | Stage::Answered(r, _) | Stage::Local(r) => {
+                Some(r)
+            }
+        }
+    }
+
+    fn request_mut(&mut self) -> Option<&mut Request> {
+        match self {
+            Stage::Arrived => None,
+            Stage::Planned(r) | Stage::Proxied(r) | Stage::Answered(r, _) | Stage::Local(r) => {
+                Some(r)
+            }
+        }
+    }
+
+    /// Into the phase `to` makes of the request, from whatever phase it is in.
+    fn advance(&mut self, to: impl FnOnce(Request) -> Stage) -> Result<()> {
+        match std::mem::replace(self, Stage::Arrived) {
+            Stage::Arrived => Err(out_of_turn()),
+            Stage::Planned(r) | Stage::Proxied(r) | Stage::Answered(r, _) | Stage::Local(r) => {
+                *self = to(r);
+                Ok(())
+            }
         }
     }
 }
@@ -179,34 +228,51 @@ impl Exchange {
     ) {
         self.held.admitted = admitted;
         let request = RequestBody::new(&plan, declared_len, labels.resource);
-        self.stage = Stage::Planned(Planned {
+        self.stage = Stage::Planned(Request {
             plan,
             identity,
             pool,
             labels,
             request,
-            response: ResponseBody::default(),
             refused_retries: 0,
+            protected: None,
         });
     }
 
-    fn planned(&self) -> Result<&Planned> {
-        match &self.stage {
-            Stage::Planned(p) => Ok(p),
-            Stage::Arrived => Err(no_plan()),
+    /// The request before it goes upstream.
+    fn planned_mut(&mut self) -> Result<&mut Request> {
+        match &mut self.stage {
+            Stage::Planned(r) => Ok(r),
+            _ => Err(out_of_turn()),
         }
     }
 
-    fn planned_mut(&mut self) -> Result<&mut Planned> {
+    /// The request of the attempt under way.
+    fn proxied(&self) -> Result<&Request> {
+        match &self.stage {
+            Stage::Proxied(r) => Ok(r),
+            _ => Err(out_of_turn()),
+        }
+    }
+
+    /// The request and its response, once the upstream's head is decided.
+    fn upstream_answer(&self) -> Result<(&Request, &ResponseBody)> {
+        match &self.stage {
+            Stage::Answered(r, resp) => Ok((r, resp)),
+            _ => Err(out_of_turn()),
+        }
+    }
+
+    fn answered_mut(&mut self) -> Result<(&mut Request, &mut ResponseBody)> {
         match &mut self.stage {
-            Stage::Planned(p) => Ok(p),
-            Stage::Arrived => Err(no_plan()),
+            Stage::Answered(r, resp) => Ok((r, resp)),
+            _ => Err(out_of_turn()),
         }
     }
 
     /// What follows in reading the request body: a piece, the upstream, or a refusal.
-    pub fn body_intake(&self) -> Result<Intake> {
-        Ok(self.planned()?.request.next().clone())
+    pub fn body_intake(&mut self) -> Result<Intake> {
+        Ok(self.planned_mut()?.request.next().clone())
     }
 
     /// One piece of a body read whole (`None`: its end).
@@ -216,30 +282,48 @@ impl Exchange {
         s: &CodecSettings,
         budget: &Arc<BodyBudget>,
     ) -> Result<()> {
-        let p = self.planned_mut()?;
-        p.request.take(&p.plan, piece, s, budget);
+        let r = self.planned_mut()?;
+        r.request.take(&r.plan, piece, s, budget);
         Ok(())
     }
 
-    /// How the upstream peer of this attempt is chosen; the attempt starts now.
+    /// Whether the request is protected as a client with old CBOR limits (`decide`, from
+    /// the plan: its client family, remembered for the metric) and held (`proxy::hold`).
+    pub fn protect_with(
+        &mut self,
+        decide: impl FnOnce(&Plan) -> (Option<ClientFamily>, bool),
+    ) -> Result<bool> {
+        let r = self.planned_mut()?;
+        let (client, held) = decide(&r.plan);
+        r.protected = client;
+        Ok(held)
+    }
+
+    /// An attempt upstream starts now: how its peer is chosen (after a replay or a
+    /// retry, the last attempt's response is let go).
     pub fn peer_choice(&mut self) -> Result<PeerChoice> {
+        if let Stage::Arrived | Stage::Local(_) = self.stage {
+            return Err(out_of_turn());
+        }
+        self.stage.advance(Stage::Proxied)?;
         self.account.upstream_started = Some(Instant::now());
-        let p = self.planned()?;
+        let r = self.proxied()?;
         Ok(PeerChoice {
-            long_running: p.plan.long_running,
-            http1_only: p.plan.needs_http1() || p.pool.http1_only(p.refused_retries),
-            cert: p.identity.upstream_cert,
-            pool: p.pool,
+            long_running: r.plan.long_running,
+            http1_only: r.plan.needs_http1() || r.pool.http1_only(r.refused_retries),
+            cert: r.identity.upstream_cert,
+            pool: r.pool,
         })
     }
 
     /// The upstream's name did not resolve: the request is answered with this failure.
-    pub fn unresolved(&mut self, why: String) {
+    pub fn unresolved(&mut self, why: String) -> Result<()> {
         let reply = self
-            .planned()
-            .ok()
-            .and_then(|p| p.plan.failure_reply(&Failure::Unresolved(why)));
+            .proxied()?
+            .plan
+            .failure_reply(&Failure::Unresolved(why));
         self.account.local_error = reply;
+        Ok(())
     }
 
     /// Hold (or, with `None`, give back) the turn to get an HTTP/2 upstream session.
@@ -249,9 +333,9 @@ impl Exchange {
 
     /// Connected: the connect turn goes back; a long-running request's socket is held
     /// for the drain, which ends it through this second handle.
-    pub fn connected(&mut self, fd: std::os::fd::RawFd, admission: &Arc<Admission>) {
+    pub fn connected(&mut self, fd: std::os::fd::RawFd, admission: &Arc<Admission>) -> Result<()> {
         self.held.connect_turn = None;
-        if self.planned().is_ok_and(|p| p.plan.long_running) {
+        if self.proxied()?.plan.long_running {
             match crate::limits::admission::dup_socket(fd) {
                 Ok(s) => self.held.upstream_socket = Some(admission.hold_upstream(s)),
                 Err(e) => {
@@ -259,14 +343,15 @@ impl Exchange {
                 }
             }
         }
+        Ok(())
     }
 
     /// The request head as the upstream gets it: `Accept` and `Content-Type` as
     /// planned, no `Accept-Encoding` where the answer may be transcoded, the held body's
     /// exact length, and the identity headers removed and added as decided.
     pub fn rewrite_upstream_request(&self, req: &mut RequestHeader) -> Result<()> {
-        let p = self.planned()?;
-        match &p.plan.upstream_accept {
+        let r = self.proxied()?;
+        match &r.plan.upstream_accept {
             // A media type alone is a constant: no copy.
             Some(Cow::Borrowed(accept)) => {
                 req.insert_header("Accept", HeaderValue::from_static(accept))?
@@ -274,10 +359,10 @@ impl Exchange {
             Some(Cow::Owned(accept)) => req.insert_header("Accept", accept.as_str())?,
             None => {}
         }
-        if p.plan.strips_accept_encoding() {
+        if r.plan.strips_accept_encoding() {
             req.remove_header("Accept-Encoding");
         }
-        match p.plan.body_for_attempt(p.request.replaying()) {
+        match r.plan.body_for_attempt(r.request.replaying()) {
             BodyAction::PassThrough => {}
             BodyAction::CborToJson {
                 upstream_content_type,
@@ -292,88 +377,124 @@ impl Exchange {
                 )?;
             }
         }
-        if let Some(body) = p.request.held() {
+        if let Some(body) = r.request.held() {
             // The body was read whole: its exact length, one Content-Length line.
             req.remove_header("Transfer-Encoding");
             req.insert_header("Content-Length", body.len().to_string())?;
         } else {
             single_content_length(req)?;
         }
-        super::identity::apply(&p.identity, req)
+        super::identity::apply(&r.identity, req)
     }
 
-    /// The request body on its way upstream ([`RequestBody::upstream_piece`]).
+    /// The request body on its way upstream ([`RequestBody::upstream_piece`]); it may
+    /// still be on its way once the upstream has answered.
     pub fn request_body(&self, body: &mut Option<Bytes>, end: bool) -> Result<()> {
-        self.planned()?.request.upstream_piece(body, end);
+        let r = self.stage.request().ok_or_else(out_of_turn)?;
+        r.request.upstream_piece(body, end);
         Ok(())
     }
 
-    /// Decide what to do with the upstream's response head, and remember it.
-    pub fn decide_response(
-        &mut self,
-        resp: &ResponseHeader,
-    ) -> Result<crate::negotiate::OnResponse> {
-        let p = self.planned_mut()?;
-        let decision = p
+    /// Decide what to do with the upstream's response head: the request is answered by
+    /// the upstream from here (a second head, after an informational one, decides anew).
+    pub fn decide_response(&mut self, resp: &ResponseHeader) -> Result<OnResponse> {
+        let r = match &self.stage {
+            Stage::Proxied(r) | Stage::Answered(r, _) => r,
+            _ => return Err(out_of_turn()),
+        };
+        let decision = r
             .plan
-            .on_response(response_head(resp), p.request.replaying());
-        p.response.decided(decision);
+            .on_response(response_head(resp), r.request.replaying());
+        self.stage
+            .advance(|r| Stage::Answered(r, ResponseBody::new(decision)))?;
         self.account.format = Some(decision.format);
         Ok(decision)
     }
 
     /// Upgrade mode: whether the upstream's response head shows it refuses (or speaks)
     /// CBOR, for `/readyz` ([`Plan::cbor_support`]).
-    pub fn cbor_support(&self, resp: &ResponseHeader) -> Option<CborSupport> {
-        self.planned().ok()?.plan.cbor_support(response_head(resp))
+    pub fn cbor_support(&self, resp: &ResponseHeader) -> Result<Option<CborSupport>> {
+        let (r, _) = self.upstream_answer()?;
+        Ok(r.plan.cbor_support(response_head(resp)))
     }
 
     /// What the answer taught `auto` mode, and the key it is remembered under.
-    pub fn learned(&self) -> Option<(CapabilityKey<'_>, Learned)> {
-        let p = self.planned().ok()?;
-        Some((p.plan.capability_key()?, p.response.decision()?.learned?))
+    pub fn learned(&self) -> Result<Option<(CapabilityKey<'_>, Learned)>> {
+        let (r, resp) = self.upstream_answer()?;
+        let learned = resp.decision().learned;
+        Ok(r.plan.capability_key().zip(learned))
     }
 
-    /// `auto`: start the JSON replay after the upstream's 415. `Err`: the answer
-    /// instead (400, 413 or 429).
+    /// What protecting the request (`proxy::hold`) makes of the upstream's response head
+    /// ([`protect::on_response`]).
+    pub fn protected_verdict(&self) -> Result<Verdict> {
+        let (r, resp) = self.upstream_answer()?;
+        Ok(protect::on_response(resp.decision(), r.protected.is_some()))
+    }
+
+    /// At the head: a protected watch goes as the upstream's JSON (its events' width
+    /// cannot be known at the head).
+    pub fn protect_at_head(&mut self) -> Result<()> {
+        match self.protected_verdict()? {
+            Verdict::Json(reason) => self.as_json(reason),
+            Verdict::Hold | Verdict::AsDecided => Ok(()),
+        }
+    }
+
+    /// Send the upstream's JSON as it came instead of the CBOR decided at the head, to a
+    /// protected client, counted with `reason` in `cborgate_cbor_protected_total`.
+    pub fn as_json(&mut self, reason: Reason) -> Result<()> {
+        let (r, resp) = self.answered_mut()?;
+        if let Some(client) = r.protected {
+            let json = protect::as_json(*resp.decision());
+            resp.redecide(json);
+            self.account.format = Some(json.format);
+            metrics()
+                .cbor_protected_total
+                .with_label_values(&[client.label(), reason.label()])
+                .inc();
+        }
+        Ok(())
+    }
+
+    /// `auto`: start the JSON replay after the upstream's 415. `Err(Some)`: the answer
+    /// instead (400, 413 or 429), recorded as the request's local answer.
     pub fn start_replay(
         &mut self,
         s: &CodecSettings,
         budget: &Arc<BodyBudget>,
-    ) -> Result<(), Reply> {
-        let Ok(p) = self.planned_mut() else {
-            return Ok(());
+    ) -> Result<Option<Reply>> {
+        let (r, _) = self.answered_mut()?;
+        let Err(reply) = r.request.start_replay(&r.plan, s, budget) else {
+            return Ok(None);
         };
-        let r = p.request.start_replay(&p.plan, s, budget);
-        if let Err(reply) = &r {
-            self.account.local_error = Some(reply.clone());
-        }
-        r
+        self.account.local_error = Some(reply.clone());
+        Ok(Some(reply))
     }
 
     /// Whether, and why, the failed attempt is sent again ([`retry`]).
     pub fn retry(&mut self, failure: RetryFacts) -> Option<Retry> {
         let answered_locally = self.account.local_error.is_some();
-        let p = self.planned_mut().ok()?;
+        let r = self.stage.request_mut()?;
         let again = retry(&Attempt {
             idempotent: failure.idempotent,
             body_kept: failure.body_kept,
             answered: failure.answered,
             refused: failure.refused,
             transport: failure.transport,
-            refused_retries: p.refused_retries,
-            replay: p.request.replaying() && failure.replay_signal,
+            refused_retries: r.refused_retries,
+            replay: r.request.replaying() && failure.replay_signal,
             answered_locally,
         });
         if again == Some(Retry::Refused) {
-            p.refused_retries += 1;
+            r.refused_retries += 1;
         }
         again
     }
 
     /// The error is the replay's own signal, not a failure worth a log line.
     pub fn is_replay(&self, e: &Error) -> bool {
-        self.planned().is_ok_and(|p| p.request.replaying())
+        self.stage.request().is_some_and(|r| r.request.replaying())
             && matches!(e.etype(), ErrorType::HTTPStatus(415))
     }
 
@@ -411,16 +532,14 @@ impl Exchange {
         framing: ClientFraming,
         s: &CodecSettings,
     ) -> Result<bool> {
-        let Stage::Planned(p) = &mut self.stage else {
-            return Err(no_plan());
+        let Stage::Answered(r, response) = &mut self.stage else {
+            return Err(out_of_turn());
         };
-        let Some(decision) = p.response.decision().copied() else {
-            return Ok(false);
-        };
+        let decision = *response.decision();
         if decision.watch_stream && self.held.watch.is_none() {
             self.held.watch = Some(GaugeHeld::hold(&metrics().watch_streams_active));
         }
-        p.response.prepare(s, p.labels.resource);
+        response.prepare(s, r.labels.resource);
         let Some(edits) = decision.relabel(framing) else {
             return Ok(false);
         };
@@ -438,52 +557,17 @@ impl Exchange {
         Ok(edits.gather)
     }
 
-    /// One piece of the response body ([`ResponseBody::piece`]).
-    pub fn response_body(&mut self, body: &mut Option<Bytes>, end: bool) -> std::io::Result<()> {
-        match &mut self.stage {
-            Stage::Planned(p) => p.response.piece(body, end),
-            Stage::Arrived => Ok(()),
-        }
-    }
-
-    /// Whether the request is protected as a client with old CBOR limits (`decide`, from
-    /// the plan: its client family, remembered for the metric) and held (`proxy::hold`).
-    pub fn protect_with(
-        &mut self,
-        decide: impl FnOnce(&Plan) -> (Option<crate::negotiate::client::ClientFamily>, bool),
-    ) -> bool {
-        let Ok(p) = self.planned() else {
-            return false;
-        };
-        let (client, held) = decide(&p.plan);
-        self.protected = client;
-        held
-    }
-
-    /// The family of a protected client.
-    pub fn protected(&self) -> Option<crate::negotiate::client::ClientFamily> {
-        self.protected
-    }
-
-    /// The decision about the upstream's response head, once made.
-    pub fn decision(&self) -> Option<crate::negotiate::OnResponse> {
-        self.planned().ok()?.response.decision().copied()
-    }
-
-    /// Replace the decision about the response head (`proxy::hold`: the upstream's JSON
-    /// instead of CBOR), and the format the request is counted with.
-    pub fn redecide(&mut self, decision: crate::negotiate::OnResponse) -> Result<()> {
-        self.planned_mut()?.response.decided(decision);
-        self.account.format = Some(decision.format);
-        Ok(())
+    /// The response body's stages ([`ResponseBody::piece`] for each piece).
+    pub fn response(&mut self) -> Result<&mut ResponseBody> {
+        Ok(self.answered_mut()?.1)
     }
 
     /// The response is a watch's stream that has begun.
     pub fn is_watch_stream(&self) -> bool {
-        self.planned()
-            .ok()
-            .and_then(|p| p.response.decision())
-            .is_some_and(|d| d.watch_stream)
+        match &self.stage {
+            Stage::Answered(_, response) => response.decision().watch_stream,
+            _ => false,
+        }
     }
 
     /// The drain ended this watch's stream, cleanly: what it had transcoded goes out
@@ -496,24 +580,29 @@ impl Exchange {
     /// The whole events a failed watch chunk transcoded before the failure.
     pub fn take_unsent(&mut self) -> Option<Bytes> {
         match &mut self.stage {
-            Stage::Planned(p) => p.response.take_unsent(),
-            Stage::Arrived => None,
+            Stage::Answered(_, response) => response.take_unsent(),
+            _ => None,
         }
     }
 
     /// Its `group`, `resource` and `client` metric labels (`None`: never planned).
     pub fn labels(&self) -> Option<RequestLabels> {
-        self.planned().ok().map(|p| p.labels)
+        self.stage.request().map(|r| r.labels)
     }
 
-    /// Record `reply` as the request's answer (its format labels the request; its
-    /// message is the reason).
+    /// Record `reply` as the request's answer, which cborgate writes itself (its format
+    /// labels the request; its message is the reason).
     pub fn answered(&mut self, reply: &Reply) {
         let status = &reply.status;
         self.account.status = Some(status.code);
         self.account.format = Some(local_reply::format_label(status));
         if status.code >= 400 {
             self.account.reason = Some(status.message.clone());
+        }
+        // A request never planned stays as it came: its record says so.
+        if !matches!(self.stage, Stage::Arrived) {
+            let local = self.stage.advance(Stage::Local);
+            debug_assert!(local.is_ok());
         }
     }
 
@@ -526,7 +615,7 @@ impl Exchange {
         let reply = self.account.local_error.take().or_else(|| {
             let failure = local_reply::failure_of(e, answered)?;
             local_reply::log_upstream_failure(e);
-            let plan = &self.planned().ok()?.plan;
+            let plan = &self.stage.request()?.plan;
             let reply = plan.failure_reply(&failure);
             if reply.is_none() {
                 unanswered = Some(plan.unanswered_failure(&failure));
@@ -548,21 +637,23 @@ impl Exchange {
     /// What the request log and the metrics say of it; `written`: the status of the
     /// response head the client got, if any.
     pub fn record(&self, written: Option<u16>) -> Record<'_> {
-        let (verb, request_format, response_format, auth, user) = match &self.stage {
-            Stage::Planned(p) => (
-                p.plan.verb.label(),
-                p.plan.request_format.as_str(),
+        let response = match &self.stage {
+            Stage::Answered(_, response) => Some(response),
+            _ => None,
+        };
+        let (verb, request_format, response_format, auth, user, codec) = match self.stage.request()
+        {
+            Some(r) => (
+                r.plan.verb.label(),
+                r.plan.request_format.as_str(),
                 self.account
                     .format
-                    .unwrap_or_else(|| p.plan.unanswered_format()),
-                p.identity.method.as_str(),
-                p.identity.user.as_deref(),
+                    .unwrap_or_else(|| r.plan.unanswered_format()),
+                r.identity.method.as_str(),
+                r.identity.user.as_deref(),
+                codec_time(&r.request, response),
             ),
-            Stage::Arrived => ("OTHER", "none", "none", "none", None),
-        };
-        let codec = match &self.stage {
-            Stage::Planned(p) => codec_time(&p.request, &p.response),
-            Stage::Arrived => Duration::ZERO,
+            None => ("OTHER", "none", "none", "none", None, Duration::ZERO),
         };
         Record {
             verb,
@@ -652,6 +743,12 @@ mod tests {
         ex
     }
 
+    impl Exchange {
+        fn plan_for_test(&self) -> &Plan {
+            &self.stage.request().unwrap().plan
+        }
+    }
+
     fn json_ok() -> ResponseHeader {
         let mut resp = ResponseHeader::build(200, None).unwrap();
         resp.insert_header("Content-Type", "application/json")
@@ -670,6 +767,7 @@ mod tests {
         let watch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut ex = planned(Some("watch=true"));
             let mut resp = json_ok();
+            ex.peer_choice().unwrap();
             ex.decide_response(&resp).unwrap();
             ex.upstream_answered(200, None);
             ex.relabel_response(&mut resp, ClientFraming::Http11, &s)
@@ -690,12 +788,82 @@ mod tests {
         // And without a panic, when the request is over.
         let mut ex = planned(Some("watch=true"));
         let mut resp = json_ok();
+        ex.peer_choice().unwrap();
         ex.decide_response(&resp).unwrap();
         ex.relabel_response(&mut resp, ClientFraming::Http2, &s)
             .unwrap();
         assert_eq!(watches(), w0 + 1);
         ex.release();
         assert_eq!(watches(), w0);
+    }
+
+    /// Each step is asked of the phase that has what it needs; asked of another, it is
+    /// the one internal error (`out_of_turn`), never a panic nor a quiet success.
+    #[test]
+    fn each_step_has_its_phases() {
+        let phase = |n: usize| {
+            let mut ex = planned(None);
+            match n {
+                0 => ex = Exchange::default(),
+                1 => {}
+                2 => {
+                    ex.peer_choice().unwrap();
+                }
+                3 => {
+                    ex.peer_choice().unwrap();
+                    ex.decide_response(&json_ok()).unwrap();
+                }
+                _ => {
+                    let failure = Failure::Unresolved("nowhere".into());
+                    let reply = ex.plan_for_test().failure_reply(&failure).unwrap();
+                    ex.answered(&reply);
+                }
+            }
+            ex
+        };
+        type Step = fn(&mut Exchange) -> bool;
+        let steps: &[(&str, Step)] = &[
+            ("body_intake", |ex| ex.body_intake().is_ok()),
+            ("protect_with", |ex| {
+                ex.protect_with(|_| (None, false)).is_ok()
+            }),
+            ("peer_choice", |ex| ex.peer_choice().is_ok()),
+            ("rewrite_upstream_request", |ex| {
+                let mut req = RequestHeader::build("GET", b"/api", None).unwrap();
+                ex.rewrite_upstream_request(&mut req).is_ok()
+            }),
+            ("request_body", |ex| {
+                ex.request_body(&mut None, true).is_ok()
+            }),
+            ("decide_response", |ex| {
+                ex.decide_response(&json_ok()).is_ok()
+            }),
+            ("protected_verdict", |ex| ex.protected_verdict().is_ok()),
+            ("relabel_response", |ex| {
+                let s = settings();
+                let mut resp = json_ok();
+                ex.relabel_response(&mut resp, ClientFraming::Http11, &s)
+                    .is_ok()
+            }),
+            ("response", |ex| ex.response().is_ok()),
+        ];
+        // Per phase (arrived, planned, proxied, answered by the upstream, answered
+        // locally), whether each step above is in its turn.
+        let table: [[bool; 9]; 5] = [
+            [
+                false, false, false, false, false, false, false, false, false,
+            ],
+            [true, true, true, false, true, false, false, false, false],
+            [false, false, true, true, true, true, false, false, false],
+            [false, false, true, false, true, true, true, true, true],
+            [false, false, false, false, true, false, false, false, false],
+        ];
+        for (n, row) in table.iter().enumerate() {
+            for ((name, step), want) in steps.iter().zip(row) {
+                let mut ex = phase(n);
+                assert_eq!(step(&mut ex), *want, "phase {n}, {name}");
+            }
+        }
     }
 
     /// The plan is there from `request_filter` on; before it, every question is an

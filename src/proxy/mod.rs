@@ -1,9 +1,33 @@
 //! The pingora glue: [`Gate`], the [`ProxyHttp`] whose callbacks carry out what
-//! `negotiate` decided, each in a few lines. Its rooms:
+//! `negotiate` decided.
 //!
-//! - [`transcode`]: where requests and responses are transcoded ([`Exchange`],
-//!   the synchronous context of one request: heads and bodies);
-//! - [`replay`]: `auto` mode's 415 replay;
+//! # One loop
+//!
+//! Every request goes through one sequence of named steps, [`steps::Steps`], whoever
+//! drives it:
+//!
+//! - pingora drives almost every request: it calls the callbacks below, and each
+//!   callback only calls its step (`request_filter` → [`Steps::arrive`](steps::Steps::arrive),
+//!   `upstream_peer` → `choose_peer`, `upstream_request_filter` → `upstream_request`,
+//!   `upstream_response_filter` → `upstream_head`, `response_filter` → `client_head`,
+//!   `response_body_filter` → `client_body`, `fail_to_proxy` → `fail`, `logging` →
+//!   `finish`). pingora owns the connection pool, the retries (decided by
+//!   [`replay::decide_retry`] through `negotiate::pool::retry`) and the writes.
+//! - [`hold`] drives a held request (docs/wire.md §2b), from inside `request_filter`,
+//!   because pingora writes the response head before any body byte is read. It calls the
+//!   same steps in the same order, never a callback; what it decides (read on, release
+//!   as CBOR or JSON, send again) is `negotiate::hold`'s, and every failure goes back to
+//!   pingora, so `fail_to_proxy` and `logging` end it as any other.
+//!
+//! The callbacks are called by pingora only. The request's state between them is its
+//! [`Exchange`], whose stage says what each phase holds.
+//!
+//! # Rooms
+//!
+//! - [`steps`]: the steps, and what they need fixed at start-up;
+//! - [`exchange`]: the context of one request ([`Exchange`]);
+//! - [`transcode`]: where requests and responses are transcoded (heads and bodies);
+//! - [`replay`]: `auto` mode's 415 replay, and every retry's decision;
 //! - [`local_reply`]: the Statuses cborgate writes itself, and which pingora
 //!   failure is which;
 //! - [`upstream`]: reaching the upstream (DNS, TLS material, timeouts) and the
@@ -27,21 +51,13 @@ pub mod local_reply;
 pub mod replay;
 pub mod request_log;
 pub mod status;
+pub mod steps;
 pub mod transcode;
 pub mod upstream;
 
 use crate::config::Config;
-use crate::inbound::connections;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
-use crate::negotiate::client::identify as identify_client;
-use crate::negotiate::response::drain_ends_cleanly;
-use crate::negotiate::{
-    plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
-    RequestLimits, UpstreamMode,
-};
-use crate::ops::metrics::Origin;
-use crate::ops::request_labels::{count_refusal, ResourceLabels};
 use async_trait::async_trait;
 use bytes::Bytes;
 use capabilities::Capabilities;
@@ -49,53 +65,16 @@ pub use exchange::Exchange;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
-use pingora::{Error, ErrorType};
-use std::borrow::Cow;
+use pingora::Error;
 use std::sync::Arc;
 use std::time::Duration;
-use transcode::CodecSettings;
+use steps::Steps;
 use upstream::Upstream;
 
-/// The proxy.
+/// The proxy: the steps, and the hold's own upstream connections.
 pub struct Gate {
-    config: Arc<Config>,
-    upstream: Arc<Upstream>,
-    mode: UpstreamMode,
-    caps: Arc<Capabilities>,
-    admission: Arc<Admission>,
-    /// What request bodies read whole may hold in memory, over all requests.
-    budget: Arc<BodyBudget>,
-    codecs: CodecSettings,
-    identity_headers: crate::negotiate::identity::HeaderNames,
+    steps: Steps,
     hold: hold::Hold,
-}
-
-/// Join every value of a header with ", " (RFC 9110 list semantics). A single value,
-/// the common case, is borrowed from the request head; joining several allocates.
-fn header_list<'r>(req: &'r RequestHeader, name: &str) -> Option<Cow<'r, str>> {
-    let mut out: Option<Cow<'r, str>> = None;
-    for v in req.headers.get_all(name) {
-        let s = String::from_utf8_lossy(v.as_bytes());
-        match &mut out {
-            Some(o) => {
-                let o = o.to_mut();
-                o.push_str(", ");
-                o.push_str(&s);
-            }
-            None => out = Some(s),
-        }
-    }
-    out
-}
-
-/// The size of a request head as it would be written in HTTP/1.1: the request line and
-/// every header line, with their CRLFs (what `server.max_header_bytes` limits).
-fn request_head_bytes(req: &RequestHeader) -> usize {
-    let target = req.uri.path_and_query().map_or(1, |pq| pq.as_str().len());
-    let line = req.method.as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
-    req.headers
-        .iter()
-        .fold(line + 2, |n, (k, v)| n + k.as_str().len() + 2 + v.len() + 2)
 }
 
 impl Gate {
@@ -105,165 +84,15 @@ impl Gate {
         admission: Arc<Admission>,
         budget: Arc<BodyBudget>,
     ) -> Self {
-        let mode = config.upstream.mode;
-        let caps = Arc::new(Capabilities::new(Duration::from_secs(
-            config.upstream.capability_ttl_seconds,
-        )));
-        let codecs = CodecSettings {
-            buffers: Arc::default(),
-            transcoders: Arc::default(),
-            window: config.codec.window_bytes,
-            strings: config.codec.strings,
-            limits: config.codec_limits(),
-            request: RequestLimits {
-                max_header_bytes: config.server.max_header_bytes,
-                max_request_body: config.codec.max_request_body_bytes as u64,
-                max_upstream_body: config.upstream.max_request_body_bytes,
-            },
-            labels: Arc::new(ResourceLabels::new(config.metrics.max_resources)),
-        };
         Gate {
-            identity_headers: config.identity_headers(),
             hold: hold::Hold::new(&config),
-            config,
-            upstream,
-            mode,
-            caps,
-            admission,
-            budget,
-            codecs,
+            steps: Steps::new(config, upstream, admission, budget),
         }
     }
 
     /// What `/debug/capabilities` reads.
     pub fn capabilities(&self) -> Arc<Capabilities> {
-        self.caps.clone()
-    }
-
-    /// The plan for the request head, its size as HTTP/1.1 text, and its declared length.
-    fn plan(&self, session: &Session) -> (Plan, usize, Option<u64>) {
-        let req = session.req_header();
-        let (accept, content_type) = (header_list(req, "accept"), header_list(req, "content-type"));
-        let accept_encoding = header_list(req, "accept-encoding");
-        let declared_len = req
-            .headers
-            .get("content-length")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        let head = RequestHead {
-            method: req.method.as_str(),
-            path: req.uri.path(),
-            query: req.uri.query(),
-            accept: accept.as_deref(),
-            content_type: content_type.as_deref(),
-            upgrade: session.is_upgrade_req(),
-            declared_len,
-            accept_encoding: accept_encoding.as_deref(),
-            compress_responses: self.config.server.compress_responses,
-        };
-        let p = plan_with(&head, self.mode, |key| self.caps.get(key));
-        (p, request_head_bytes(req), declared_len)
-    }
-
-    /// The in-flight limit of an admission class.
-    fn limit(&self, class: AdmissionClass) -> usize {
-        match class {
-            AdmissionClass::Short => self.config.server.max_requests_inflight,
-            AdmissionClass::LongRunning => self.config.server.max_long_running_requests,
-        }
-    }
-
-    /// How the client connection is reused after this response: closed after SIGTERM, so
-    /// clients move to another replica before the listener closes; otherwise kept alive
-    /// (when the client allows it) for `server.idle_timeout_seconds` of idleness.
-    fn connection_reuse(&self, session: &mut Session) {
-        if self.admission.is_draining() {
-            session.set_keepalive(None);
-        } else if session.get_keepalive().is_some() {
-            session.set_keepalive(Some(self.config.server.idle_timeout_seconds));
-        }
-    }
-
-    /// Record `reply` as the request's answer and write it, with the connection's reuse
-    /// set as for any response; `after`: whether pingora may serve another request on
-    /// this connection afterwards (otherwise the answer says `Connection: close`, as it
-    /// will be).
-    async fn answer(
-        &self,
-        session: &mut Session,
-        ex: &mut Exchange,
-        reply: &Reply,
-        after: Connection,
-    ) -> Result<()> {
-        ex.answered(reply);
-        self.connection_reuse(session);
-        if after == Connection::Close {
-            session.set_keepalive(None);
-        }
-        local_reply::write(session, reply).await?;
-        let max_bytes =
-            (self.codecs.request.max_request_body).saturating_add(local_reply::LINGER_SLACK_BYTES);
-        local_reply::linger(session, max_bytes).await;
-        Ok(())
-    }
-
-    /// Read a body that is checked and transcoded before anything goes upstream, whole,
-    /// piece by piece (each read held to `server.request_read_timeout_seconds`), as
-    /// [`Plan::intake`] says. `Some`: the answer instead (413, 411, 429 or 400), with
-    /// nothing sent upstream.
-    async fn read_body(&self, session: &mut Session, ex: &mut Exchange) -> Result<Option<Reply>> {
-        loop {
-            match ex.body_intake()? {
-                Intake::Read { keep_tail } => {
-                    if keep_tail {
-                        session.as_mut().enable_retry_buffering();
-                    }
-                    let piece = session.read_request_body().await?;
-                    ex.take_body_piece(piece.as_deref(), &self.codecs, &self.budget)?;
-                }
-                Intake::Whole => return Ok(None),
-                Intake::Refuse(reply) => return Ok(Some(reply)),
-            }
-        }
-    }
-}
-
-/// Whether pingora may serve another request on the client connection after a local
-/// answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Connection {
-    Reusable,
-    Close,
-}
-
-/// How the client's connection frames a response body.
-fn framing(session: &Session) -> ClientFraming {
-    if session.is_http2() {
-        ClientFraming::Http2
-    } else if session.req_header().version == http::Version::HTTP_11 {
-        ClientFraming::Http11
-    } else {
-        ClientFraming::Http10
-    }
-}
-
-/// End a response the drain ended as kube-apiserver ends a watch when it shuts down:
-/// the whole events already transcoded, then the end of the body (the terminating
-/// chunk on HTTP/1.1, `END_STREAM` on HTTP/2), so the client re-establishes it at once.
-async fn end_cleanly(session: &mut Session, ex: &mut Exchange) -> FailToProxy {
-    let ended = match ex.ended_by_drain() {
-        Some(b) => session.write_response_body(Some(b), false).await,
-        None => Ok(()),
-    };
-    if let Err(e) = match ended {
-        Ok(()) => session.as_mut().finish_body().await,
-        e => e,
-    } {
-        tracing::debug!(error = %e, "could not end the response");
-    }
-    FailToProxy {
-        error_code: 0,
-        can_reuse_downstream: false,
+        self.steps.capabilities()
     }
 }
 
@@ -281,54 +110,23 @@ impl ProxyHttp for Gate {
     /// itself (`negotiate::encoding`, `proxy::body`).
     fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
 
-    /// The head is complete: its deadline (`server.request_head_timeout_seconds`) stops.
     async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {
-        connections::head_read(session.as_downstream());
+        self.steps.head_read(session);
         Ok(())
     }
 
+    /// `true`: answered here, locally or by the hold; `false`: pingora sends it upstream.
     async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
-        let who = identity::decide(session, &self.identity_headers);
-        let pool = identity::pool_of(session, &who);
-        let (plan, head_bytes, declared_len) = self.plan(session);
-        // Who the client is, read once: its metric label and whether it is protected.
-        let user_agent = session.req_header().headers.get("user-agent");
-        let client = identify_client(user_agent.and_then(|v| v.to_str().ok()));
-        let req = session.req_header();
-        let method = crate::negotiate::route::Method::parse(req.method.as_str());
-        let labels =
-            self.codecs
-                .labels
-                .request(&plan.route, method, req.uri.query(), client.family);
-        let facts = HeadFacts {
-            identity: &who,
-            head_bytes,
-            declared_len,
-            limits: self.codecs.request,
-        };
-        let mut slot = None;
-        let refusal = plan.judge_head(facts, |class| {
-            let long_running = class == AdmissionClass::LongRunning;
-            slot = self.admission.admit(long_running, self.limit(class)).ok();
-            slot.is_some()
-        });
-        ex.plan(plan, who, pool, labels, slot, declared_len);
-        let reply = match refusal {
-            Some(r) => {
-                count_refusal(r.reply.status.code, Origin::Proxy, Some(labels));
-                Some(r.reply)
-            }
-            None => self.read_body(session, ex).await?,
-        };
-        match reply {
-            Some(r) => {
-                self.answer(session, ex, &r, Connection::Reusable).await?;
-                Ok(true)
-            }
-            None if self.hold.protect(session, ex, client, declared_len) => {
-                hold::serve(self, session, ex).await
-            }
-            None => Ok(false),
+        let arrival = self.steps.arrive(session, ex).await?;
+        if arrival.answered {
+            return Ok(true);
+        }
+        match self
+            .hold
+            .protect(session, ex, arrival.client, arrival.declared_len)?
+        {
+            true => self.hold.serve(&self.steps, session, ex).await,
+            false => Ok(false),
         }
     }
 
@@ -337,21 +135,7 @@ impl ProxyHttp for Gate {
         _session: &mut Session,
         ex: &mut Exchange,
     ) -> Result<Box<HttpPeer>> {
-        let choice = ex.peer_choice()?;
-        let addr = self.upstream.resolver.resolve().await.map_err(|why| {
-            ex.unresolved(why.clone());
-            Error::explain(ErrorType::ConnectError, why)
-        })?;
-        let mut peer = self
-            .upstream
-            .peer(addr, choice.long_running, choice.cert, choice.pool);
-        let h2 = self
-            .upstream
-            .choose_http_version(&mut peer, choice.http1_only);
-        // A retry gives back the turn it held before it waits for the next.
-        ex.connect_turn(None);
-        ex.connect_turn(self.upstream.connect_turn(h2).await);
-        Ok(peer)
+        self.steps.choose_peer(ex).await
     }
 
     async fn connected_to_upstream(
@@ -364,8 +148,7 @@ impl ProxyHttp for Gate {
         _digest: Option<&pingora::protocols::Digest>,
         ex: &mut Exchange,
     ) -> Result<()> {
-        ex.connected(fd, &self.admission);
-        Ok(())
+        self.steps.connected(fd, ex)
     }
 
     fn fail_to_connect(
@@ -385,9 +168,7 @@ impl ProxyHttp for Gate {
         req: &mut RequestHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
-        ex.rewrite_upstream_request(req)?;
-        identity::forward(session, self.config.server.forwarded_for, req)?;
-        self.upstream.rewrite_host(req)
+        self.steps.upstream_request(session, req, ex)
     }
 
     async fn request_body_filter(
@@ -406,18 +187,7 @@ impl ProxyHttp for Gate {
         resp: &mut ResponseHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
-        let decision = ex.decide_response(resp)?;
-        hold::on_head(ex)?;
-        if let Some(support) = ex.cbor_support(resp) {
-            self.upstream.readiness.record_cbor(support);
-        }
-        if let Some((key, learned)) = ex.learned() {
-            self.caps.learn(key, learned);
-        }
-        match decision.replay {
-            true => Err(replay::start(ex, &self.codecs, &self.budget)),
-            false => Ok(()),
-        }
+        self.steps.upstream_head(resp, ex)
     }
 
     fn error_while_proxy(
@@ -439,13 +209,7 @@ impl ProxyHttp for Gate {
         resp: &mut ResponseHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
-        let upgrade = session.req_header().headers.get("upgrade");
-        ex.upstream_answered(resp.status.as_u16(), upgrade.and_then(|v| v.to_str().ok()));
-        self.connection_reuse(session);
-        if ex.relabel_response(resp, framing(session), &self.codecs)? {
-            connections::gather(session.as_downstream());
-        }
-        Ok(())
+        self.steps.client_head(session, resp, ex)
     }
 
     fn response_body_filter(
@@ -455,16 +219,7 @@ impl ProxyHttp for Gate {
         end_of_stream: bool,
         ex: &mut Exchange,
     ) -> Result<Option<Duration>> {
-        // The head is already on its way: a body that cannot be transcoded ends the
-        // response abnormally, so the client cannot take a truncated body for a whole one.
-        ex.response_body(body, end_of_stream).map_err(|e| {
-            tracing::warn!(error = %e, "upstream body could not be transcoded");
-            *body = None;
-            Error::explain(
-                ErrorType::HTTPStatus(502),
-                format!("upstream body could not be transcoded: {e}"),
-            )
-        })?;
+        self.steps.client_body(body, end_of_stream, ex)?;
         Ok(None)
     }
 
@@ -495,35 +250,10 @@ impl ProxyHttp for Gate {
         e: &Error,
         ex: &mut Exchange,
     ) -> FailToProxy {
-        ex.note_upstream_time();
-        let head_sent = session.response_written().is_some();
-        let draining = self.admission.long_running_ending();
-        if drain_ends_cleanly(draining, ex.is_watch_stream(), head_sent) {
-            return end_cleanly(session, ex).await;
-        }
-        let reply = ex.failed(e, head_sent);
-        let error_code = reply.as_ref().map_or(0, |r| r.status.code);
-        if let Some(r) = reply {
-            // pingora closes the connection after a failed proxy attempt: say so.
-            if let Err(we) = self.answer(session, ex, &r, Connection::Close).await {
-                tracing::debug!(error = %we, "could not write the error response");
-            }
-        }
-        if let Some(unsent) = ex.take_unsent().filter(|_| head_sent) {
-            // The watch events transcoded before a malformed one: the client gets them,
-            // then the stream ends abnormally (no end chunk).
-            if let Err(we) = session.write_response_body(Some(unsent), false).await {
-                tracing::debug!(error = %we, "could not write the last watch events");
-            }
-        }
-        FailToProxy {
-            error_code,
-            can_reuse_downstream: false,
-        }
+        self.steps.fail(session, e, ex).await
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ex: &mut Exchange) {
-        connections::release(session.as_downstream());
-        request_log::finish(session, e, ex);
+        self.steps.finish(session, e, ex);
     }
 }

@@ -31,18 +31,19 @@ pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> 
         .fallbacks_total
         .with_label_values(&["unsupported_media_type", group, resource, client])
         .inc();
-    if let Err(reply) = ex.start_replay(s, budget) {
+    match ex.start_replay(s, budget) {
+        Err(e) => e,
         // The CBOR that went first does not make a JSON body the upstream takes: the
         // client gets that answer (not retried: see `decide_retry`).
-        return Error::explain(
+        Ok(Some(reply)) => Error::explain(
             ErrorType::HTTPStatus(reply.status.code),
             "the body cannot be replayed as JSON",
-        );
+        ),
+        Ok(None) => Error::explain(
+            ErrorType::HTTPStatus(415),
+            "upstream refused CBOR; replaying as JSON",
+        ),
     }
-    Error::explain(
-        ErrorType::HTTPStatus(415),
-        "upstream refused CBOR; replaying as JSON",
-    )
 }
 
 /// Whether pingora retries after `e`, as [`crate::negotiate::pool::retry`] decides: the

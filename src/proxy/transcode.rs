@@ -206,11 +206,10 @@ impl RequestBody {
 }
 
 /// The response body of one request: what the upstream's head decided for it, and the
-/// stages it goes through.
-#[derive(Default)]
+/// stages it goes through. Made when the head is decided, so it always has a decision.
 pub struct ResponseBody {
     /// The decision about the upstream's response head.
-    decision: Option<OnResponse>,
+    decision: OnResponse,
     codec: Option<BodyCodec>,
     /// The gzip stage after the codec, for an answer that is compressed.
     gzip: Option<Gzip>,
@@ -222,21 +221,31 @@ pub struct ResponseBody {
 }
 
 impl ResponseBody {
-    /// Remember the decision about the upstream's response head.
-    pub fn decided(&mut self, decision: OnResponse) {
-        self.decision = Some(decision);
+    /// The body of a response whose head was decided so.
+    pub fn new(decision: OnResponse) -> Self {
+        ResponseBody {
+            decision,
+            codec: None,
+            gzip: None,
+            events: None,
+            unsent: None,
+        }
     }
 
-    pub fn decision(&self) -> Option<&OnResponse> {
-        self.decision.as_ref()
+    /// Replace the decision before any stage is ready (`proxy::hold`: the upstream's
+    /// JSON instead of CBOR).
+    pub fn redecide(&mut self, decision: OnResponse) {
+        self.decision = decision;
+    }
+
+    pub fn decision(&self) -> &OnResponse {
+        &self.decision
     }
 
     /// Get the body's stages ready, as decided: the codec (then gzip), or only the
     /// event counter of a CBOR watch that passes through.
     pub fn prepare(&mut self, s: &CodecSettings, resource: &'static ResourceSeries) {
-        let Some(decision) = self.decision else {
-            return;
-        };
+        let decision = self.decision;
         if decision.count_events {
             let counted = metrics().watch_events_total.with_label_values(&["cbor"]);
             self.events = Some((ItemCounter::new(s.limits.max_depth), counted));
@@ -304,7 +313,8 @@ impl ResponseBody {
     }
 }
 
-/// Time spent in the codec, both bodies, and compressing the response.
-pub fn codec_time(request: &RequestBody, response: &ResponseBody) -> Duration {
-    request.codec_time() + response.codec_time()
+/// Time spent in the codec, both bodies (`None`: no response head was decided), and
+/// compressing the response.
+pub fn codec_time(request: &RequestBody, response: Option<&ResponseBody>) -> Duration {
+    request.codec_time() + response.map_or(Duration::ZERO, ResponseBody::codec_time)
 }
