@@ -330,7 +330,7 @@ fn the_deploy_kit_promises_no_502_for_upstream_bodies() {
     }
     const LOG: &str = "upstream body could not be transcoded";
     assert!(
-        read("src/proxy/mod.rs").contains(LOG),
+        read("src/proxy/steps.rs").contains(LOG),
         "the log line changed"
     );
     for f in ["deploy/README.md", "deploy/monitoring/prometheusrule.yaml"] {

@@ -14,8 +14,9 @@
 //!   until its width is known, sent as the upstream's JSON at once (a watch: its events
 //!   cannot be known at the head), or treated as decided before.
 //!
-//! What is held, and when the hold ends, is the proxy's (`proxy::hold`); the width is the
-//! codec's (`codec::BreadthScanner`).
+//! When the hold ends, and whether a failed send goes again, is `negotiate::hold`'s; the
+//! reads and writes are the proxy's (`proxy::hold`); the width is the codec's
+//! (`codec::BreadthScanner`).
 
 use super::client::{ClientAgent, ClientFamily};
 use super::media::{AcceptHeader, Offer, Restrictions};
