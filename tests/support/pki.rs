@@ -63,6 +63,7 @@ impl Ca {
     /// directory.
     pub fn client(&self, stem: &str, cn: &str, orgs: &[&str]) -> Leaf {
         self.leaf(
+            None,
             stem,
             cn,
             orgs,
@@ -74,6 +75,7 @@ impl Ca {
     /// A server certificate for localhost and 127.0.0.1.
     pub fn server(&self, stem: &str) -> Leaf {
         self.leaf(
+            None,
             stem,
             "localhost",
             &[],
@@ -86,6 +88,7 @@ impl Ca {
     /// addresses).
     pub fn server_for(&self, stem: &str, cn: &str, names: &[&str]) -> Leaf {
         self.leaf(
+            None,
             stem,
             cn,
             &[],
@@ -94,16 +97,32 @@ impl Ca {
         )
     }
 
+    /// As [`Ca::server_for`], on the key in `key_pem` (PKCS#8 PEM): an RSA key made
+    /// outside, as kubeadm's are, which rcgen cannot generate on ring.
+    pub fn server_with_key(&self, stem: &str, cn: &str, names: &[&str], key_pem: &str) -> Leaf {
+        let key = rcgen::KeyPair::from_pem(key_pem).unwrap();
+        self.leaf(
+            Some(key),
+            stem,
+            cn,
+            &[],
+            names,
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        )
+    }
+
+    /// A certificate on `key`, or on a new ECDSA P-256 key.
     fn leaf(
         &self,
+        key: Option<rcgen::KeyPair>,
         stem: &str,
         cn: &str,
         orgs: &[&str],
         names: &[&str],
         usage: rcgen::ExtendedKeyUsagePurpose,
     ) -> Leaf {
-        use rcgen::{CertificateParams, DnType, KeyPair};
-        let key = KeyPair::generate().unwrap();
+        let key = key.unwrap_or_else(|| rcgen::KeyPair::generate().unwrap());
+        use rcgen::{CertificateParams, DnType};
         let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
             .unwrap();
         p.distinguished_name = rcgen::DistinguishedName::new();
