@@ -6,6 +6,9 @@
 //! cargo bench --bench codec -- --dump DIR   # also write the generated inputs
 //! cargo bench --bench codec -- podlist-100  # only this scenario
 //! cargo bench --bench codec -- --iters 5    # each path exactly 5 times, untimed
+//! cargo bench --bench codec -- --dump DIR podlist-8700   # any podlist-N, alone
+//! codec-* --validate-file FILE              # read FILE, validate it with serde_json, exit
+//!                                           # (bench/whole.py's anchor process)
 //! cargo bench --bench codec -- --only j2c,c2j   # only these paths (for profiling):
 //!                             # j2c j2c-dd c2j-dd c2j validate naive j2c-gz oneshot
 //! ```
@@ -645,6 +648,20 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bench" => {} // passed by `cargo bench`
+            "--validate-file" => {
+                // bench/whole.py's anchor: a whole process that reads a file and
+                // validates it with serde_json, nothing else.
+                let path = args.next().unwrap_or_default();
+                let data = std::fs::read(&path).unwrap_or_else(|e| {
+                    eprintln!("--validate-file {path}: {e}");
+                    std::process::exit(2);
+                });
+                if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&data) {
+                    eprintln!("--validate-file {path}: {e}");
+                    std::process::exit(1);
+                }
+                return;
+            }
             "--quick" => {
                 cfg.runs = 1;
                 cfg.min_time = Duration::from_millis(200);
@@ -691,7 +708,13 @@ fn main() {
         (&[1, 100, 10_000], 10_000)
     };
     let mut scenarios = Vec::new();
-    for &n in pods {
+    // `podlist-N` for any N: that list alone (bench/whole.py generates its input so).
+    let asked = filter
+        .as_deref()
+        .and_then(|f| f.strip_prefix("podlist-"))
+        .and_then(|n| n.parse::<usize>().ok());
+    let asked = asked.filter(|n| !pods.contains(n));
+    for &n in asked.as_slice().iter().chain(pods) {
         let name = format!("podlist-{n}");
         if filter.as_deref().is_some_and(|f| f != name) {
             continue;

@@ -22,6 +22,14 @@
 //! kinds are checked apart. The last key of a map need not be recorded at
 //! all. The innermost map's record start and filter live in the set itself
 //! (each map's frame keeps its parent's), so a key needs no frame lookup.
+//!
+//! A set with caller data (JSON → CBOR, where the data says where a pair lies in
+//! the output) takes [`KeySets::pair_key`] and [`KeySets::pair_key_end`]: short
+//! keys are then records too, with their data in a parallel list, and past
+//! [`INDEX_AFTER`] records a map's go into a seeded hash map from record to
+//! position. Longer keys take the fingerprint entries above. Every key of a
+//! set goes one way or the other by its length alone, so equal keys always
+//! meet.
 
 use super::buf::{extend_prefix, extend_run};
 use std::collections::hash_map::RandomState;
@@ -32,6 +40,9 @@ const INDEX_AFTER: usize = 16;
 /// The longest key kept as a short record.
 const SHORT_MAX: usize = 15;
 const NONE: u32 = u32::MAX;
+/// Marks an index from [`KeySets::pair_key`] that names a short record (in
+/// `short` / `short_data`) rather than an entry.
+const SHORT_INDEX: usize = 1 << (usize::BITS - 1);
 
 #[derive(Debug, Clone, Copy)]
 struct Entry<P> {
@@ -53,6 +64,9 @@ struct MapFrame {
     indexed: bool,
     /// The map's short records are in a set: the last of `KeySets::short_indexes`.
     short_indexed: bool,
+    /// The map's short records (with caller data) are in a map: the last of
+    /// `KeySets::short_maps`.
+    short_mapped: bool,
     /// The enclosing map's `KeySets::short_start` and `short_filter`, put
     /// back when this map closes.
     outer_short_start: usize,
@@ -76,6 +90,16 @@ fn record_of(key: &[u8]) -> Record {
     let n = key.len().min(SHORT_MAX);
     chunk[..n].copy_from_slice(&key[..n]);
     record(&chunk, n)
+}
+
+/// The record of the key `padded[..n]` (`n <= SHORT_MAX`); `padded` may go
+/// on past the key, and when it holds 16 bytes they are read at once.
+#[inline(always)]
+fn padded_record(padded: &[u8], n: usize) -> Record {
+    match padded.get(..16).and_then(|c| <&[u8; 16]>::try_from(c).ok()) {
+        Some(chunk) => record(chunk, n),
+        None => record_of(&padded[..n]),
+    }
 }
 
 /// A record's bit in its map's filter.
@@ -175,6 +199,13 @@ pub(crate) struct KeySets<P> {
     short: Vec<Record>,
     /// The record sets of the open maps that have one, innermost last.
     short_indexes: Vec<HashSet<Record>>,
+    /// Caller data of each record in `short` ([`Self::pair_key`] only).
+    short_data: Vec<P>,
+    /// Record to position in `short`, for the open maps with more than
+    /// [`INDEX_AFTER`] records ([`Self::pair_key`] only), innermost last.
+    short_maps: Vec<HashMap<Record, u32>>,
+    /// Emptied record maps, for reuse.
+    short_map_spare: Vec<HashMap<Record, u32>>,
     /// Emptied record sets, for reuse.
     short_spare: Vec<HashSet<Record>>,
     /// Where the innermost map's short records start in `short`, and one bit
@@ -198,6 +229,9 @@ impl<P: Copy> KeySets<P> {
             hasher: RandomState::new(),
             short: Vec::new(),
             short_indexes: Vec::new(),
+            short_data: Vec::new(),
+            short_maps: Vec::new(),
+            short_map_spare: Vec::new(),
             short_spare: Vec::new(),
             short_start: 0,
             short_filter: 0,
@@ -212,6 +246,7 @@ impl<P: Copy> KeySets<P> {
         self.arena.clear();
         self.entries.clear();
         self.short.clear();
+        self.short_data.clear();
     }
 
     #[inline]
@@ -222,6 +257,7 @@ impl<P: Copy> KeySets<P> {
             filter: 0,
             indexed: false,
             short_indexed: false,
+            short_mapped: false,
             outer_short_start: self.short_start,
             outer_short_filter: self.short_filter,
         });
@@ -235,10 +271,11 @@ impl<P: Copy> KeySets<P> {
             self.entries.truncate(f.first_entry);
             self.arena.truncate(f.arena_start);
             self.short.truncate(self.short_start);
+            self.short_data.truncate(self.short_start);
             self.short_start = f.outer_short_start;
             self.short_filter = f.outer_short_filter;
-            if f.indexed || f.short_indexed {
-                self.release_indexes(f.indexed, f.short_indexed);
+            if f.indexed || f.short_indexed || f.short_mapped {
+                self.release_indexes(&f);
             }
         }
     }
@@ -246,8 +283,16 @@ impl<P: Copy> KeySets<P> {
     /// The index and record set of a closed map, emptied for reuse.
     #[cold]
     #[inline(never)]
-    fn release_indexes(&mut self, indexed: bool, short_indexed: bool) {
-        if short_indexed {
+    fn release_indexes(&mut self, f: &MapFrame) {
+        if f.short_mapped {
+            if let Some(mut map) = self.short_maps.pop() {
+                if self.short_map_spare.len() < MAX_SPARE {
+                    map.clear();
+                    self.short_map_spare.push(map);
+                }
+            }
+        }
+        if f.short_indexed {
             if let Some(mut set) = self.short_indexes.pop() {
                 if self.short_spare.len() < MAX_SPARE {
                     set.clear();
@@ -255,7 +300,7 @@ impl<P: Copy> KeySets<P> {
                 }
             }
         }
-        if indexed {
+        if f.indexed {
             if let Some(mut index) = self.indexes.pop() {
                 if self.spare.len() < MAX_SPARE {
                     index.clear();
@@ -425,9 +470,105 @@ impl<P: Copy> KeySets<P> {
         KeyOutcome::New(idx as usize)
     }
 
-    /// The caller data of entry `i` (as returned by [`KeySets::key_end`]).
+    /// The caller data of entry `i` (as returned by [`KeySets::key_end`] or
+    /// [`KeySets::pair_key`]).
+    #[inline(always)]
     pub fn payload_mut(&mut self, i: usize) -> Option<&mut P> {
-        self.entries.get_mut(i).map(|e| &mut e.payload)
+        if i & SHORT_INDEX != 0 {
+            self.short_data.get_mut(i & !SHORT_INDEX)
+        } else {
+            self.entries.get_mut(i).map(|e| &mut e.payload)
+        }
+    }
+
+    /// [`Self::key`] for a set whose every key goes through this method or
+    /// [`Self::pair_key_end`]: a key of at most [`SHORT_MAX`] bytes is kept
+    /// as an exact record with `payload` beside it (no arena copy, no
+    /// fingerprint), a longer one as an entry. `padded[..n]` is the key;
+    /// `padded` may go on past it.
+    #[inline(always)]
+    pub fn pair_key(&mut self, padded: &[u8], n: usize, payload: P) -> KeyOutcome {
+        if n <= SHORT_MAX {
+            return self.short_pair(padded_record(padded, n), payload);
+        }
+        self.key(padded, n, payload)
+    }
+
+    /// [`Self::pair_key`] for a key collected since [`Self::key_start`]
+    /// returned `start`.
+    pub fn pair_key_end(&mut self, start: usize, payload: P) -> KeyOutcome {
+        match self.take_short(start) {
+            Some(rec) => self.short_pair(rec, payload),
+            None => self.key_end(start, payload),
+        }
+    }
+
+    /// The record of the key collected since `start`, taken out of the arena,
+    /// if it is short; `None` leaves a longer key where it is.
+    fn take_short(&mut self, start: usize) -> Option<Record> {
+        let key = self.arena.get(start..).filter(|k| k.len() <= SHORT_MAX)?;
+        let rec = record_of(key);
+        self.arena.truncate(start);
+        Some(rec)
+    }
+
+    #[inline(always)]
+    fn short_pair(&mut self, rec: Record, payload: P) -> KeyOutcome {
+        if self.frames.is_empty() {
+            return KeyOutcome::New(usize::MAX);
+        }
+        match self.short.get(self.short_start..) {
+            Some(recs) if recs.len() < INDEX_AFTER => {
+                let bit = record_bit(rec);
+                if self.short_filter & bit != 0 {
+                    if let Some(k) = recs.iter().position(|&r| r == rec) {
+                        return KeyOutcome::Dup(SHORT_INDEX | (self.short_start + k));
+                    }
+                }
+                self.short_filter |= bit;
+                let at = self.short.len();
+                self.short.push(rec);
+                self.short_data.push(payload);
+                KeyOutcome::New(SHORT_INDEX | at)
+            }
+            _ => self.short_pair_mapped(rec, payload),
+        }
+    }
+
+    /// A short key of a map with [`INDEX_AFTER`] records or more: looked up
+    /// in its record map, which is made from the records first if the map
+    /// has none yet.
+    #[inline(never)]
+    fn short_pair_mapped(&mut self, rec: Record, payload: P) -> KeyOutcome {
+        let Some(frame) = self.frames.last_mut() else {
+            return KeyOutcome::New(usize::MAX);
+        };
+        if !frame.short_mapped {
+            let mut map = self
+                .short_map_spare
+                .pop()
+                .unwrap_or_else(|| HashMap::with_hasher(self.hasher.clone()));
+            for (k, &r) in self.short.iter().enumerate().skip(self.short_start) {
+                map.insert(r, k as u32);
+            }
+            frame.short_mapped = true;
+            self.short_maps.push(map);
+        }
+        let at = self.short.len();
+        let Some(map) = self.short_maps.last_mut() else {
+            return KeyOutcome::New(usize::MAX);
+        };
+        match map.entry(rec) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                KeyOutcome::Dup(SHORT_INDEX | *e.get() as usize)
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(at as u32);
+                self.short.push(rec);
+                self.short_data.push(payload);
+                KeyOutcome::New(SHORT_INDEX | at)
+            }
+        }
     }
 }
 
@@ -438,11 +579,7 @@ impl KeySets<()> {
     #[inline(always)]
     pub fn check_key(&mut self, padded: &[u8], n: usize, last: bool) -> bool {
         if n <= SHORT_MAX {
-            let rec = match padded.get(..16).and_then(|c| <&[u8; 16]>::try_from(c).ok()) {
-                Some(chunk) => record(chunk, n),
-                None => record_of(&padded[..n]),
-            };
-            return self.short_key(rec, last);
+            return self.short_key(padded_record(padded, n), last);
         }
         matches!(self.key(padded, n, ()), KeyOutcome::Dup(_))
     }
@@ -450,13 +587,9 @@ impl KeySets<()> {
     /// [`Self::check_key`] for a key collected since [`Self::key_start`]
     /// returned `start`.
     pub fn check_key_end(&mut self, start: usize) -> bool {
-        match self.arena.get(start..) {
-            Some(key) if key.len() <= SHORT_MAX => {
-                let rec = record_of(key);
-                self.arena.truncate(start);
-                self.short_key(rec, false)
-            }
-            _ => matches!(self.key_end(start, ()), KeyOutcome::Dup(_)),
+        match self.take_short(start) {
+            Some(rec) => self.short_key(rec, false),
+            None => matches!(self.key_end(start, ()), KeyOutcome::Dup(_)),
         }
     }
 
@@ -563,6 +696,17 @@ mod tests {
     /// (in pieces) against a model: a set of keys per open map.
     #[test]
     fn matches_a_model_on_random_maps() {
+        model_test(false);
+    }
+
+    /// The same with `pair_key` and `pair_key_end` (short keys as records
+    /// with their data beside them, maps past the index threshold).
+    #[test]
+    fn pair_keys_match_a_model_on_random_maps() {
+        model_test(true);
+    }
+
+    fn model_test(pairs: bool) {
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let mut k: KeySets<u32> = KeySets::new();
         let mut model: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
@@ -589,12 +733,21 @@ mod tests {
                         0 => {
                             let mut padded = key.clone();
                             padded.extend((0..next(40)).map(|_| b'?'));
-                            match k.key(&padded, n, step) {
+                            let r = if pairs {
+                                k.pair_key(&padded, n, step)
+                            } else {
+                                k.key(&padded, n, step)
+                            };
+                            match r {
                                 KeyOutcome::New(_) => None,
                                 KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
                             }
                         }
-                        1 => match k.key(&key, n, step) {
+                        1 => match if pairs {
+                            k.pair_key(&key, n, step)
+                        } else {
+                            k.key(&key, n, step)
+                        } {
                             KeyOutcome::New(_) => None,
                             KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
                         },
@@ -603,7 +756,12 @@ mod tests {
                             let cut = next(n as u64 + 1) as usize;
                             k.key_bytes(&key[..cut]);
                             k.key_bytes(&key[cut..]);
-                            match k.key_end(s, step) {
+                            let r = if pairs {
+                                k.pair_key_end(s, step)
+                            } else {
+                                k.key_end(s, step)
+                            };
+                            match r {
                                 KeyOutcome::New(_) => None,
                                 KeyOutcome::Dup(i) => k.payload_mut(i).map(|x| *x),
                             }

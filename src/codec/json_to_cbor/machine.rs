@@ -522,10 +522,14 @@ impl JsonToCbor {
         Ok(())
     }
 
+    /// A key just ended at `input[i]`. `whole`: the key is `padded[..n]`
+    /// (`padded` may go on past it) rather than collected in the key set
+    /// piece by piece.
     #[inline(always)]
     pub(super) fn end_key<const DD: bool, const W: bool>(
         &mut self,
         i: usize,
+        whole: Option<(&[u8], usize)>,
     ) -> Result<(), CodecError> {
         // Without watch mode the probe stays empty and `key_is_object` false.
         if W {
@@ -537,40 +541,46 @@ impl JsonToCbor {
         if !DD {
             return Ok(());
         }
-        self.dedupe_key(i)
-    }
-
-    /// Duplicate detection for the key just read.
-    fn dedupe_key(&mut self, i: usize) -> Result<(), CodecError> {
         let pair = self.pending_pair;
-        match self.keys.key_end(self.key_start, pair) {
+        let outcome = match whole {
+            Some((padded, n)) => self.keys.pair_key(padded, n, pair),
+            None => self.keys.pair_key_end(self.key_start, pair),
+        };
+        match outcome {
             KeyOutcome::New(idx) => {
                 if let Some(f) = self.stack.last_mut() {
                     f.entry = idx;
                 }
                 Ok(())
             }
-            KeyOutcome::Dup(idx) => {
-                let Some(earlier) = self.keys.payload_mut(idx) else {
-                    return Ok(());
-                };
-                let old = *earlier;
-                *earlier = pair;
-                if old.body_start < self.body_base {
-                    // The earlier pair has already been streamed out.
-                    return Err(self.err(Reason::DuplicateKey, i));
-                }
-                self.holes.push((
-                    (old.body_start - self.body_base) as usize,
-                    (old.body_end - self.body_base) as usize,
-                ));
-                if let Some(f) = self.stack.last_mut() {
-                    f.count -= 1;
-                    f.entry = idx;
-                }
-                Ok(())
-            }
+            KeyOutcome::Dup(idx) => self.duplicate_key(idx, i),
         }
+    }
+
+    /// The key just read repeats the one of key-set entry `idx`: its earlier
+    /// pair is cut out (the last one wins, as in Go).
+    #[cold]
+    #[inline(never)]
+    fn duplicate_key(&mut self, idx: usize, i: usize) -> Result<(), CodecError> {
+        let pair = self.pending_pair;
+        let Some(earlier) = self.keys.payload_mut(idx) else {
+            return Ok(());
+        };
+        let old = *earlier;
+        *earlier = pair;
+        if old.body_start < self.body_base {
+            // The earlier pair has already been streamed out.
+            return Err(self.err(Reason::DuplicateKey, i));
+        }
+        self.holes.push((
+            (old.body_start - self.body_base) as usize,
+            (old.body_end - self.body_base) as usize,
+        ));
+        if let Some(f) = self.stack.last_mut() {
+            f.count -= 1;
+            f.entry = idx;
+        }
+        Ok(())
     }
 
     /// A closer for `kind` at `input[i]`.
@@ -582,12 +592,15 @@ impl JsonToCbor {
         out: &mut Vec<u8>,
     ) -> Result<(), CodecError> {
         // The common case inline: the matching container, its placeholder
-        // still buffered, fewer than 24 elements, no key sets to close.
+        // still buffered, fewer than 24 elements.
         if let Some(&f) = self.stack.last() {
-            if f.kind == kind && f.count < 24 && f.head != NONE && !DD {
+            if f.kind == kind && f.count < 24 && f.head != NONE {
                 self.stack.pop();
                 if self.typed {
                     self.positions.pop();
+                }
+                if DD && kind == Container::Object {
+                    self.keys.close_map();
                 }
                 self.body[f.head] = kind.major() | f.count as u8;
                 self.value_done::<DD, W>(out);
@@ -661,6 +674,7 @@ impl JsonToCbor {
     }
 
     /// Record where the pair of key-set entry `entry` ends.
+    #[inline(always)]
     fn pair_done(&mut self, entry: usize) {
         let body_end = self.body_base + self.body.len() as u64;
         if let Some(p) = self.keys.payload_mut(entry) {

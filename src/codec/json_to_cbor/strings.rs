@@ -256,13 +256,6 @@ impl JsonToCbor {
         }
         let mut next = quote + 1;
         if is_key {
-            if DD {
-                if raw {
-                    self.keys.padded_key_bytes(&input[quote - n..], n);
-                } else {
-                    self.keys.key_bytes(s);
-                }
-            }
             if W && self.stack.len() == 1 {
                 let k = n.min(self.probe.len());
                 self.probe[..k].copy_from_slice(&s[..k]);
@@ -271,7 +264,8 @@ impl JsonToCbor {
             if self.typed {
                 self.key_read(Some(s));
             }
-            self.end_key::<DD, W>(quote)?;
+            let padded = if raw { &input[quote - n..] } else { s };
+            self.end_key::<DD, W>(quote, Some((padded, n)))?;
             self.state = State::Colon;
             // The colon, when it follows at once (compact JSON).
             if input.get(next) == Some(&b':') {
@@ -487,7 +481,7 @@ impl JsonToCbor {
         }
         self.str_slot = NONE;
         if self.str_is_key {
-            self.end_key::<DD, W>(i)?;
+            self.end_key::<DD, W>(i, None)?;
             self.state = State::Colon;
             Ok(())
         } else {
