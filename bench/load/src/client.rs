@@ -42,9 +42,28 @@ pub struct Run {
     /// Sorted latencies.
     pub latencies: Vec<Duration>,
     pub body_bytes: u64,
+    /// TLS connections whose handshake resumed a session (the TLS scenarios).
+    pub resumed: u64,
 }
 
 impl Run {
+    /// The connections' runs as one (the elapsed time is the caller's), latencies sorted.
+    pub fn merge(runs: Vec<Run>) -> Run {
+        let mut total = Run::default();
+        for r in runs {
+            total.requests += r.requests;
+            total.errors += r.errors;
+            total.body_bytes += r.body_bytes;
+            total.resumed += r.resumed;
+            total.latencies.extend(r.latencies);
+            if total.first_error.is_none() {
+                total.first_error = r.first_error;
+            }
+        }
+        total.latencies.sort();
+        total
+    }
+
     pub fn per_second(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
@@ -116,19 +135,12 @@ pub async fn load(
     }
     tokio::time::sleep(time).await;
     stop.store(true, Ordering::Relaxed);
-    let mut total = Run::default();
+    let mut runs = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let r = t.await.expect("load task");
-        total.requests += r.requests;
-        total.errors += r.errors;
-        total.body_bytes += r.body_bytes;
-        total.latencies.extend(r.latencies);
-        if total.first_error.is_none() {
-            total.first_error = r.first_error;
-        }
+        runs.push(t.await.expect("load task"));
     }
+    let mut total = Run::merge(runs);
     total.elapsed = started.elapsed();
-    total.latencies.sort();
     total
 }
 

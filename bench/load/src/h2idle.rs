@@ -4,64 +4,9 @@
 //! and how many upstream connections a thousand of them take.
 
 use bytes::Bytes;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-
-/// A CA and a server certificate for localhost, as PEM files in `dir`.
-pub struct Pki {
-    pub dir: PathBuf,
-    pub ca: CertificateDer<'static>,
-}
-
-impl Pki {
-    pub fn make() -> Pki {
-        let dir = std::env::temp_dir().join(format!("cborgate-load-pki-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create the PKI directory");
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "cborgate-load CA");
-        let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
-        let issuer = Issuer::new(ca, ca_key);
-        let key = KeyPair::generate().expect("server key");
-        let srv = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
-            .expect("server params")
-            .signed_by(&key, &issuer)
-            .expect("server certificate");
-        let w = |name: &str, s: String| std::fs::write(dir.join(name), s).expect("write PEM");
-        w("ca.pem", ca_cert.pem());
-        w("server.pem", srv.pem());
-        w("server.key", key.serialize_pem());
-        Pki {
-            dir,
-            ca: ca_cert.der().clone(),
-        }
-    }
-
-    pub fn path(&self, name: &str) -> String {
-        self.dir.join(name).to_string_lossy().into_owned()
-    }
-
-    /// The flags that give a cborgate this certificate on its TLS listener.
-    pub fn serving(&self) -> Vec<String> {
-        vec![
-            "--tls-cert".into(),
-            self.path("server.pem"),
-            "--tls-key".into(),
-            self.path("server.key"),
-        ]
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Open `n` idle watches (`accept`) as streams of one HTTP/2 connection to `addr`, and
 /// wait until each has its response head. Dropping the result ends them all.

@@ -13,12 +13,18 @@
 //! generator (one thread, keep-alive connections) and the same upstream; the rounds go
 //! round-robin over the contestants, and each figure is the median over the rounds with
 //! its range. It reports requests/s, p50/p99, proxy CPU per request (from `/proc/PID/stat`,
-//! the process and its children), page faults and peak RSS, checks the targets, and
-//! rewrites `bench/RESULTS.md` and `bench/results.png`. Options: `--seconds N` per turn
-//! (default 5), `--rounds N` (default 3), `--quick` (1 s, 1 round), `--smoke` (a fraction
-//! of a second per turn and small watches: for the harness's own test), `--no-anchors`,
-//! `--out DIR`, `--only SCENARIO` (print, write nothing), `--cborgate PATH` (the binary
-//! under test; `bench/load.sh` passes it).
+//! the process and its children), futex calls per request (`perf stat` attached for the
+//! turn; `n/a` without perf), context switches per request (every thread's, from
+//! `/proc/PID/task/*/status`), page faults and peak RSS, checks the targets, and
+//! rewrites `bench/RESULTS.md` and `bench/results.png`. The TLS scenarios (`tls.rs`): a
+//! new TLS connection per GET to haproxy, pingora's floor and cborgate serving an
+//! RSA-2048 certificate, without and with session resumption offered; their costs are
+//! per connection. Options: `--seconds N` per turn (default 5), `--rounds N` (default
+//! 3), `--quick` (1 s, 1 round), `--smoke` (a fraction of a second per turn, small
+//! watches, 20 TLS connections: for the harness's own test), `--no-anchors`, `--out
+//! DIR`, `--only SCENARIO` (print, write nothing; `--only TLS` runs both TLS
+//! scenarios), `--tls-connections N` (default 200), `--cborgate PATH` (the binary under
+//! test; `bench/load.sh` passes it).
 
 #[path = "../../gen.rs"]
 #[allow(dead_code)]
@@ -26,12 +32,15 @@ mod gen;
 
 mod client;
 mod h2idle;
+mod pki;
 mod procs;
 mod report;
+mod tls;
 mod upstream;
 
-use client::Request;
-use procs::{Kind, PerRequest, Proc};
+use client::{Request, Run};
+use procs::{Kind, PerRequest, Proc, Usage};
+use std::cell::RefCell;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -105,17 +114,49 @@ impl Contestant {
     }
 }
 
+/// What a scenario's costs are counted per.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Per {
+    Request,
+    /// The watch: rates are events/s, costs per event.
+    Event,
+    /// The TLS scenarios: rates are connections/s, costs per connection (its handshake
+    /// and its one GET).
+    Connection,
+}
+
+impl Per {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Per::Request => "request",
+            Per::Event => "event",
+            Per::Connection => "connection",
+        }
+    }
+
+    pub fn rate_unit(self) -> &'static str {
+        match self {
+            Per::Request => "requests/s",
+            Per::Event => "events/s",
+            Per::Connection => "connections/s",
+        }
+    }
+}
+
 /// One turn's figures.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Sample {
-    /// Requests per second (the watch: events per second).
+    /// Requests per second (the watch: events per second; TLS: connections per second).
     pub rate: f64,
-    /// Proxy CPU and page faults per request (the watch: per event).
+    /// Proxy CPU, page faults, context switches and futex calls per request (the watch:
+    /// per event; TLS: per connection).
     pub per_request: PerRequest,
     pub p50: Duration,
     pub p99: Duration,
     pub peak_rss_kib: u64,
     pub errors: u64,
+    /// TLS: the share of connections whose handshake resumed a session.
+    pub resumed: f64,
 }
 
 /// One (scenario, contestant) pair: a sample per round.
@@ -124,11 +165,20 @@ pub struct Measured {
     pub scenario: &'static str,
     pub contestant: Contestant,
     pub samples: Vec<Sample>,
-    /// The watch: rates are events/s, costs per event.
-    pub watch: bool,
+    pub per: Per,
 }
 
 impl Measured {
+    /// A row with no sample yet.
+    pub fn new(scenario: &'static str, contestant: Contestant, per: Per) -> Measured {
+        Measured {
+            scenario,
+            contestant,
+            samples: Vec::new(),
+            per,
+        }
+    }
+
     /// The median over the rounds of `f` (the mean of the middle two for an even count).
     pub fn median(&self, f: impl Fn(&Sample) -> f64) -> f64 {
         let mut v: Vec<f64> = self.samples.iter().map(f).collect();
@@ -157,6 +207,16 @@ impl Measured {
     /// Median proxy CPU per request, µs.
     pub fn cpu_us(&self) -> f64 {
         self.median(cpu_us)
+    }
+
+    /// Median futex calls per request (NaN when not counted).
+    pub fn futexes(&self) -> f64 {
+        self.median(|s| s.per_request.futexes)
+    }
+
+    /// Median context switches per request.
+    pub fn switches(&self) -> f64 {
+        self.median(|s| s.per_request.switches())
     }
 
     pub fn errors(&self) -> u64 {
@@ -211,6 +271,8 @@ struct Options {
     idle_watches: usize,
     /// Repetitions of the in-process codec timings (best kept).
     codec_reps: usize,
+    /// New TLS connections per turn of the TLS scenarios (200; fewer for `--smoke`).
+    tls_connections: usize,
 }
 
 fn options() -> Options {
@@ -227,6 +289,7 @@ fn options() -> Options {
         watch_events: 10_000,
         idle_watches: 1000,
         codec_reps: 10,
+        tls_connections: TLS_CONNECTIONS,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -253,6 +316,13 @@ fn options() -> Options {
                 o.watch_events = 300;
                 o.idle_watches = 20;
                 o.codec_reps = 1;
+                o.tls_connections = 20;
+            }
+            "--tls-connections" => {
+                o.tls_connections = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--tls-connections N")
             }
             "--no-anchors" => o.no_anchors = true,
             "--out" => o.out = PathBuf::from(args.next().expect("--out DIR")),
@@ -261,7 +331,8 @@ fn options() -> Options {
             _ => {
                 eprintln!(
                     "usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--smoke] \
-                     [--no-anchors] [--out DIR] [--cborgate PATH] [--only SCENARIO]"
+                     [--no-anchors] [--out DIR] [--cborgate PATH] [--only SCENARIO] \
+                     [--tls-connections N]"
                 );
                 std::process::exit(2);
             }
@@ -294,6 +365,16 @@ const POST_PATH: &str = "/api/v1/namespaces/load/pods";
 pub const LIST: &str = "LIST 700 pods";
 pub const LIST_GZIP: &str = "LIST 700 pods, gzip";
 pub const WATCH: &str = "watch";
+/// The TLS scenarios (`--only TLS` runs both): a new connection per GET, with an
+/// RSA-2048 serving key, without and with session resumption offered.
+pub const TLS_NEW: &str = "TLS new connections, full handshake";
+pub const TLS_RESUMED: &str = "TLS new connections, resumption offered";
+
+/// New TLS connections per turn, and before it to warm up (and, with resumption, to
+/// fill the client's session cache); how many the client makes at a time.
+const TLS_CONNECTIONS: usize = 200;
+pub const TLS_WARM: usize = 20;
+pub const TLS_PARALLEL: usize = 4;
 
 /// Connections of the load generator for small requests (as `wrk -c16`) and for the
 /// 5.8 MB LIST (where more would only queue).
@@ -318,6 +399,24 @@ struct Bench {
     client: tokio::runtime::Runtime,
     anchors: Vec<(Kind, PathBuf)>,
     per_run: Duration,
+    /// Whether `perf` counts futex calls here (checked once at the start).
+    perf: bool,
+    /// What went wrong counting futex calls in a turn (each said once).
+    perf_problems: RefCell<Vec<String>>,
+}
+
+/// The counters around a piece of work: the proxy's `/proc` usage before and after,
+/// and its futex calls meanwhile (`None`: not counted).
+struct Metered {
+    before: Usage,
+    after: Usage,
+    futexes: Option<u64>,
+}
+
+impl Metered {
+    fn per(&self, n: u64) -> PerRequest {
+        self.after.per(self.before, n, self.futexes)
+    }
 }
 
 impl Bench {
@@ -330,9 +429,15 @@ impl Bench {
         )
     }
 
-    fn start(&self, c: Contestant) -> Result<Proc, String> {
+    /// A fresh proxy for `c`, serving TLS with `tls`'s certificate when given.
+    fn start(&self, c: Contestant, tls: Option<&pki::Pki>) -> Result<Proc, String> {
         match c {
-            Contestant::Cborgate(_) => Ok(self.cborgate()),
+            Contestant::Cborgate(_) => Ok(Proc::cborgate(
+                &self.exe,
+                &format!("http://{}", self.upstream),
+                "legacy",
+                &tls.map_or(Vec::new(), pki::Pki::serving),
+            )),
             Contestant::Anchor(kind) => {
                 let exe = self
                     .anchors
@@ -340,9 +445,62 @@ impl Bench {
                     .find(|(k, _)| *k == kind)
                     .map(|(_, e)| e)
                     .ok_or("not installed")?;
-                Proc::anchor(kind, exe, self.upstream)
+                Proc::anchor(kind, exe, self.upstream, tls)
             }
         }
+    }
+
+    /// Run `work` with `proxy`'s counters around it. perf attaches (disabled) first, then
+    /// is enabled just before the `/proc` counters are read, and disabled just after
+    /// they are read again, so both cover the same stretch; perf's own start is outside.
+    fn metered<T>(&self, proxy: &Proc, work: impl FnOnce() -> T) -> (T, Metered) {
+        let problem = |e: String| {
+            let mut p = self.perf_problems.borrow_mut();
+            if !p.contains(&e) {
+                p.push(e);
+            }
+        };
+        let mut futexes = if self.perf {
+            proxy
+                .count_futexes()
+                .and_then(|mut f| f.enable().map(|()| f))
+                .map_err(problem)
+                .ok()
+        } else {
+            None
+        };
+        let before = proxy.usage();
+        let out = work();
+        let after = proxy.usage();
+        let futexes = futexes.take().and_then(|f| f.stop().map_err(problem).ok());
+        (
+            out,
+            Metered {
+                before,
+                after,
+                futexes,
+            },
+        )
+    }
+
+    /// One turn of the TLS scenarios on a fresh proxy serving `pki`'s RSA certificate:
+    /// `TLS_WARM` connections to warm up, then `n` new connections, each one GET of the
+    /// pod, with or without a session cache (`resume`).
+    fn tls_turn(&self, c: Contestant, pki: &pki::Pki, resume: bool, n: usize) -> Outcome {
+        let proxy = self.start(c, Some(pki))?;
+        let cfg = tls::client(&pki.ca, resume)?;
+        let path = "/api/v1/namespaces/load/pods/pod-0";
+        let warm = tls::connections(proxy.addr, &cfg, path, TLS_WARM, TLS_PARALLEL);
+        if warm.requests == 0 {
+            return Err(format!(
+                "no TLS connection succeeded: {}",
+                warm.first_error.unwrap_or_default()
+            ));
+        }
+        let (run, m) = self.metered(&proxy, || {
+            tls::connections(proxy.addr, &cfg, path, n, TLS_PARALLEL)
+        });
+        Ok((sample(&run, m.per(run.requests), &proxy), run.first_error))
     }
 
     /// One timed turn on a fresh proxy: a 300 ms warm-up (connections, buffers), then
@@ -354,8 +512,8 @@ impl Bench {
         req: Arc<Request>,
         conns: usize,
         progress: &dyn Fn(u64),
-    ) -> Result<(Sample, Option<String>), String> {
-        let proxy = self.start(c)?;
+    ) -> Outcome {
+        let proxy = self.start(c, None)?;
         let warm = client::load(
             proxy.addr,
             req.clone(),
@@ -366,13 +524,11 @@ impl Bench {
         self.client
             .block_on(async { tokio::time::timeout(Duration::from_secs(30), warm).await })
             .map_err(|_| "the warm-up did not finish within 30 s".to_string())?;
-        let use0 = proxy.usage();
         let done = Arc::new(AtomicU64::new(0));
         let load = client::load(proxy.addr, req, conns, self.per_run, done.clone());
         let deadline = Instant::now() + self.per_run + Duration::from_secs(30);
-        let run = self
-            .client
-            .block_on(async {
+        let (run, m) = self.metered(&proxy, || {
+            self.client.block_on(async {
                 let h = tokio::spawn(load);
                 while !h.is_finished() {
                     if Instant::now() > deadline {
@@ -384,17 +540,82 @@ impl Bench {
                 }
                 h.await.ok()
             })
-            .ok_or("the turn did not finish within 30 s of its time")?;
-        let used = proxy.usage();
-        let sample = Sample {
-            rate: run.per_second(),
-            per_request: used.per(use0, run.requests),
-            p50: run.percentile(0.5),
-            p99: run.percentile(0.99),
-            peak_rss_kib: proxy.status_kib("VmHWM:"),
-            errors: run.errors,
-        };
-        Ok((sample, run.first_error))
+        });
+        let run = run.ok_or("the turn did not finish within 30 s of its time")?;
+        Ok((sample(&run, m.per(run.requests), &proxy), run.first_error))
+    }
+}
+
+/// A turn's figures from the client's run and the proxy's counters.
+fn sample(run: &Run, per_request: PerRequest, proxy: &Proc) -> Sample {
+    Sample {
+        rate: run.per_second(),
+        per_request,
+        p50: run.percentile(0.5),
+        p99: run.percentile(0.99),
+        peak_rss_kib: proxy.status_kib("VmHWM:"),
+        errors: run.errors,
+        resumed: run.resumed as f64 / run.requests.max(1) as f64,
+    }
+}
+
+/// Where a turn's outcome goes.
+struct Book<'a> {
+    errors: &'a mut Vec<String>,
+    skipped: &'a mut Vec<String>,
+    /// Anchors that failed to start: not run again.
+    failed: &'a mut Vec<Contestant>,
+    progress: &'a Progress,
+}
+
+/// A turn's outcome: its sample and the first failed request's error, or why it has none.
+type Outcome = Result<(Sample, Option<String>), String>;
+
+impl Book<'_> {
+    /// `rounds` rounds over `measured`'s contestants, round-robin, each turn by
+    /// `turn(contestant, round)`, leaving out the anchors that could not start.
+    fn rounds(
+        &mut self,
+        measured: &mut [Measured],
+        rounds: usize,
+        mut turn: impl FnMut(Contestant, usize) -> Outcome,
+    ) {
+        for round in 0..rounds {
+            for m in measured.iter_mut() {
+                if !self.failed.contains(&m.contestant) {
+                    let outcome = turn(m.contestant, round);
+                    self.record(outcome, m);
+                }
+            }
+        }
+    }
+
+    /// Keep a turn's sample in `m` (noting its failed requests), or note why there is
+    /// none: an anchor that could not start is left out from then on.
+    fn record(&mut self, outcome: Outcome, m: &mut Measured) {
+        let c = m.contestant;
+        match outcome {
+            Ok((sample, first_error)) => {
+                if let Some(e) = first_error {
+                    self.errors.push(format!(
+                        "{} {}: {} errors, first: {e}",
+                        m.scenario,
+                        c.name(),
+                        sample.errors
+                    ));
+                }
+                m.samples.push(sample);
+            }
+            Err(e) if matches!(c, Contestant::Anchor(_)) => {
+                let line = format!("anchor {} skipped from then on: {e}", c.short());
+                self.progress.say(&line);
+                self.skipped.push(line);
+                self.failed.push(c);
+            }
+            Err(e) => self
+                .errors
+                .push(format!("{} {}: {e}", m.scenario, c.name())),
+        }
     }
 }
 
@@ -471,6 +692,17 @@ fn main() {
         }
     }
 
+    // Futex calls: counted by perf, or "n/a" with one line saying why.
+    let perf = match procs::futexes_countable() {
+        Ok(()) => true,
+        Err(why) => {
+            let line = format!("futex calls not counted (n/a): {why}");
+            eprintln!("{line}");
+            skipped.push(line);
+            false
+        }
+    };
+
     let bench = Bench {
         exe: exe.clone(),
         upstream,
@@ -480,6 +712,8 @@ fn main() {
             .unwrap(),
         anchors,
         per_run: Duration::from_secs_f64(o.seconds),
+        perf,
+        perf_problems: RefCell::new(Vec::new()),
     };
 
     let get = |config: Config| Request {
@@ -552,9 +786,41 @@ fn main() {
         });
     }
     let watch_rounds = if wanted(WATCH) { o.rounds * 2 } else { 0 };
+    // The TLS scenarios: haproxy, pingora's floor and cborgate passing JSON through, each
+    // serving an RSA-2048 certificate (made here; no openssl, no TLS scenarios).
+    let tls_scenarios: Vec<(&'static str, bool)> = [(TLS_NEW, false), (TLS_RESUMED, true)]
+        .into_iter()
+        .filter(|(name, _)| wanted(name))
+        .collect();
+    let tls_pki = if tls_scenarios.is_empty() {
+        None
+    } else {
+        match pki::Pki::make_with(pki::KeyKind::Rsa2048) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let line = format!("TLS scenarios skipped: {e}");
+                eprintln!("{line}");
+                skipped.push(line);
+                None
+            }
+        }
+    };
+    let tls_contestants: Vec<Contestant> = [HAPROXY, PINGORA, PASSTHROUGH]
+        .into_iter()
+        .filter(|c| match c {
+            Contestant::Anchor(k) => bench.anchors.iter().any(|(a, _)| a == k),
+            Contestant::Cborgate(_) => true,
+        })
+        .collect();
+    let tls_turns = if tls_pki.is_some() {
+        tls_scenarios.len() * tls_contestants.len() * o.rounds
+    } else {
+        0
+    };
     let turns: usize = scenarios.iter().map(|s| s.contestants.len()).sum::<usize>() * o.rounds;
     let planned = (bench.per_run + Duration::from_millis(600)) * turns as u32
-        + Duration::from_secs(2 * watch_rounds as u64 + 15);
+        + Duration::from_secs(2 * watch_rounds as u64 + 15)
+        + Duration::from_millis(1500) * tls_turns as u32;
     let progress = Progress {
         started: Instant::now(),
         planned,
@@ -564,61 +830,47 @@ fn main() {
     // Anchors that failed to start: not run again.
     let mut failed: Vec<Contestant> = Vec::new();
 
+    let mut book = Book {
+        errors: &mut errors,
+        skipped: &mut skipped,
+        failed: &mut failed,
+        progress: &progress,
+    };
     for sc in &scenarios {
         let mut measured: Vec<Measured> = sc
             .contestants
             .iter()
-            .map(|&c| Measured {
-                scenario: sc.name,
-                contestant: c,
-                samples: Vec::new(),
-                watch: false,
-            })
+            .map(|&c| Measured::new(sc.name, c, Per::Request))
             .collect();
-        for round in 0..o.rounds {
-            for m in &mut measured {
-                let c = m.contestant;
-                if failed.contains(&c) {
-                    continue;
-                }
-                let what = format!("{}, {} ({}/{})", sc.name, c.name(), round + 1, o.rounds);
-                progress.show(&what);
-                let req = Arc::new((sc.make)(c.config()));
-                let shown = |n: u64| progress.show(&format!("{what} {n} req"));
-                match bench.turn(c, req, sc.conns, &shown) {
-                    Ok((sample, first_error)) => {
-                        if let Some(e) = first_error {
-                            errors.push(format!(
-                                "{} {}: {} errors, first: {e}",
-                                sc.name,
-                                c.name(),
-                                sample.errors
-                            ));
-                        }
-                        m.samples.push(sample);
-                    }
-                    Err(e) if matches!(c, Contestant::Anchor(_)) => {
-                        let line = format!("anchor {} skipped from then on: {e}", c.short());
-                        progress.say(&line);
-                        skipped.push(line);
-                        failed.push(c);
-                    }
-                    Err(e) => errors.push(format!("{} {}: {e}", sc.name, c.name())),
-                }
-            }
-        }
+        book.rounds(&mut measured, o.rounds, |c, round| {
+            let what = format!("{}, {} ({}/{})", sc.name, c.name(), round + 1, o.rounds);
+            progress.show(&what);
+            let req = Arc::new((sc.make)(c.config()));
+            let shown = |n: u64| progress.show(&format!("{what} {n} req"));
+            bench.turn(c, req, sc.conns, &shown)
+        });
+        results.extend(measured.into_iter().filter(|m| !m.samples.is_empty()));
+    }
+
+    // The TLS scenarios: a new connection per GET, round-robin over the contestants.
+    for &(name, resume) in tls_scenarios.iter().filter(|_| tls_pki.is_some()) {
+        let pki = tls_pki.as_ref().expect("the PKI");
+        let mut measured: Vec<Measured> = tls_contestants
+            .iter()
+            .map(|&c| Measured::new(name, c, Per::Connection))
+            .collect();
+        book.rounds(&mut measured, o.rounds, |c, round| {
+            let what = format!("{name}, {} ({}/{})", c.name(), round + 1, o.rounds);
+            progress.show(&what);
+            bench.tls_turn(c, pki, resume, o.tls_connections)
+        });
         results.extend(measured.into_iter().filter(|m| !m.samples.is_empty()));
     }
 
     // The watch: one at a time, its events as fast as the proxy passes them.
     let mut watches: Vec<Measured> = [PASSTHROUGH, TRANSCODED]
         .into_iter()
-        .map(|c| Measured {
-            scenario: WATCH,
-            contestant: c,
-            samples: Vec::new(),
-            watch: true,
-        })
+        .map(|c| Measured::new(WATCH, c, Per::Event))
         .collect();
     for round in 0..watch_rounds {
         for m in &mut watches {
@@ -630,12 +882,12 @@ fn main() {
                 round + 1
             ));
             let proxy = bench.cborgate();
-            let use0 = proxy.usage();
-            let got = rt.block_on(async {
-                let watch = client::watch(proxy.addr, accept(config));
-                tokio::time::timeout(Duration::from_secs(120), watch).await
+            let (got, used) = bench.metered(&proxy, || {
+                rt.block_on(async {
+                    let watch = client::watch(proxy.addr, accept(config));
+                    tokio::time::timeout(Duration::from_secs(120), watch).await
+                })
             });
-            let used = proxy.usage();
             let (body, took) = match got {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
@@ -657,7 +909,7 @@ fn main() {
             }
             m.samples.push(Sample {
                 rate: events as f64 / took.as_secs_f64(),
-                per_request: used.per(use0, events),
+                per_request: used.per(events),
                 peak_rss_kib: proxy.status_kib("VmHWM:"),
                 ..Sample::default()
             });
@@ -693,7 +945,7 @@ fn main() {
     // connections (250 each, as kube-apiserver allows), and an HTTP/2 upstream.
     let idle_h2 = wanted("idle").then(|| {
         progress.show(&format!("{n_idle} idle watches over HTTP/2"));
-        let pki = h2idle::Pki::make();
+        let pki = pki::Pki::make();
         let b = Proc::cborgate(
             &exe,
             &format!("http://{upstream}"),
@@ -743,17 +995,28 @@ fn main() {
     progress.show("done");
     eprintln!();
 
+    // Futex counting that failed in some turn (those turns show n/a).
+    for e in bench.perf_problems.borrow().iter() {
+        let line = format!("futex calls not counted in some turns (n/a there): {e}");
+        eprintln!("{line}");
+        skipped.push(line);
+    }
     if let Some(only) = &o.only {
         for m in &results {
             let (lo, hi) = m.range(cpu_us);
             println!(
-                "{} {}: {:.0}/s, p50 {:?}, proxy CPU {:.1} µs per {} (range {lo:.1}–{hi:.1})",
+                "{} {}: {:.0} {}, p50 {:?}, proxy CPU {:.1} µs per {} (range {lo:.1}–{hi:.1}), \
+                 {} futex calls, {:.2} context switches{}",
                 m.scenario,
                 m.contestant.name(),
                 m.rate(),
+                m.per.rate_unit(),
                 Duration::from_secs_f64(m.median(|s| s.p50.as_secs_f64())),
                 m.cpu_us(),
-                if m.watch { "event" } else { "request" },
+                m.per.noun(),
+                report::count(m.futexes()),
+                m.switches(),
+                report::resumed(m),
             );
         }
         for (config, kib) in &idle {
@@ -790,6 +1053,7 @@ fn main() {
         event_bytes: event_bytes / o.watch_events.max(1),
         watch_events: o.watch_events,
         idle_watches: n_idle,
+        tls_connections: o.tls_connections,
         anchors: anchor_versions,
         skipped,
         results,

@@ -7,6 +7,7 @@
 //! leaves a proxy running. CPU and memory are read from `/proc` for the process and its
 //! children (nginx's workers), summed.
 
+use crate::pki::Pki;
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -113,8 +114,14 @@ impl Proc {
     }
 
     /// haproxy or nginx at `exe` in front of `upstream`, with one thread or worker per
-    /// core, keep-alive to the upstream, no logging, in the foreground.
-    pub fn anchor(kind: Kind, exe: &Path, upstream: SocketAddr) -> Result<Proc, String> {
+    /// core, keep-alive to the upstream, no logging, in the foreground; serving TLS with
+    /// `tls`'s server certificate when given (haproxy and pingora's floor only).
+    pub fn anchor(
+        kind: Kind,
+        exe: &Path,
+        upstream: SocketAddr,
+        tls: Option<&Pki>,
+    ) -> Result<Proc, String> {
         let addr = free_port();
         let dir = std::env::temp_dir().join(format!(
             "cborgate-load-{}-{}-{}",
@@ -129,11 +136,13 @@ impl Proc {
         match kind {
             Kind::Haproxy => {
                 let cfg = dir.join("haproxy.cfg");
-                std::fs::write(&cfg, haproxy_config(addr, upstream, cores))
+                let crt = tls.map(|p| p.path("server-and-key.pem"));
+                std::fs::write(&cfg, haproxy_config(addr, upstream, cores, crt.as_deref()))
                     .map_err(|e| e.to_string())?;
                 // -db: foreground, no master process; -f: the configuration.
                 cmd.arg("-db").arg("-f").arg(&cfg);
             }
+            Kind::Nginx if tls.is_some() => return Err("nginx serves no TLS here".into()),
             Kind::Nginx => {
                 let cfg = dir.join("nginx.conf");
                 std::fs::write(&cfg, nginx_config(&dir, addr, upstream, cores))
@@ -149,6 +158,9 @@ impl Proc {
             }
             Kind::Pingora => {
                 cmd.arg(addr.to_string()).arg(upstream.to_string());
+                if let Some(p) = tls {
+                    cmd.arg(p.path("server.pem")).arg(p.path("server.key"));
+                }
             }
             Kind::Cborgate => unreachable!("cborgate is started by Proc::cborgate"),
         }
@@ -218,17 +230,33 @@ impl Proc {
         pids
     }
 
-    /// User and system CPU time and minor page faults so far, summed over the process's
-    /// threads (`/proc/PID/stat` counts the whole process) and its children.
+    /// User and system CPU time, minor page faults and context switches so far, summed
+    /// over the process's threads (`/proc/PID/stat` counts the whole process; context
+    /// switches are counted per thread, in `/proc/PID/task/TID/status`) and its children.
     pub fn usage(&self) -> Usage {
         self.pids()
             .into_iter()
-            .map(stat_usage)
+            .map(|p| {
+                let (voluntary, involuntary) = switches(p);
+                Usage {
+                    voluntary,
+                    involuntary,
+                    ..stat_usage(p)
+                }
+            })
             .fold(Usage::default(), |a, b| Usage {
                 user: a.user + b.user,
                 sys: a.sys + b.sys,
                 faults: a.faults + b.faults,
+                voluntary: a.voluntary + b.voluntary,
+                involuntary: a.involuntary + b.involuntary,
             })
+    }
+
+    /// Start counting this process's futex calls (its threads, the threads they start,
+    /// and its children), with `perf` (see [`Futexes`]).
+    pub fn count_futexes(&self) -> Result<Futexes, String> {
+        Futexes::attach(&self.pids())
     }
 
     /// A `/proc/PID/status` field in KiB (`VmHWM:`, `VmRSS:`), summed over the processes.
@@ -268,8 +296,16 @@ impl Drop for Proc {
 }
 
 /// The haproxy configuration: `nbthread` = cores, connections to the upstream reused by
-/// every client (`http-reuse always`), no log section, generous timeouts.
-fn haproxy_config(listen: SocketAddr, upstream: SocketAddr, cores: usize) -> String {
+/// every client (`http-reuse always`), no log section, generous timeouts; TLS on the
+/// listener with the certificate and key in `crt` when given (haproxy's defaults
+/// otherwise: TLS 1.3 offered, its session cache and tickets on).
+fn haproxy_config(
+    listen: SocketAddr,
+    upstream: SocketAddr,
+    cores: usize,
+    crt: Option<&str>,
+) -> String {
+    let ssl = crt.map_or(String::new(), |c| format!(" ssl crt {c}"));
     format!(
         "global\n\
          \x20   nbthread {cores}\n\
@@ -282,7 +318,7 @@ fn haproxy_config(listen: SocketAddr, upstream: SocketAddr, cores: usize) -> Str
          \x20   timeout client 120s\n\
          \x20   timeout server 120s\n\
          frontend load\n\
-         \x20   bind {listen}\n\
+         \x20   bind {listen}{ssl}\n\
          \x20   default_backend upstream\n\
          backend upstream\n\
          \x20   server static {upstream}\n"
@@ -377,7 +413,33 @@ fn stat_usage(pid: u32) -> Usage {
         user: Duration::from_secs_f64(n(11) / CLK_TCK),
         sys: Duration::from_secs_f64(n(12) / CLK_TCK),
         faults: n(7) as u64,
+        ..Usage::default()
     }
+}
+
+/// Voluntary and involuntary context switches of every thread of `pid`, summed
+/// (`/proc/PID/status` has the main thread's only). A thread that ended takes its
+/// counts with it: the proxies' worker threads live as long as the process.
+fn switches(pid: u32) -> (u64, u64) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (0, 0);
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .map(|status| {
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            (
+                field("voluntary_ctxt_switches:"),
+                field("nonvoluntary_ctxt_switches:"),
+            )
+        })
+        .fold((0, 0), |(v, i), (dv, di)| (v + dv, i + di))
 }
 
 fn status_kib(pid: u32, field: &str) -> u64 {
@@ -397,32 +459,246 @@ pub struct Usage {
     pub sys: Duration,
     /// Minor page faults: fresh pages the kernel handed out (and zeroed).
     pub faults: u64,
+    /// Context switches: the thread gave up the CPU (it waited: a futex, epoll), or was
+    /// preempted.
+    pub voluntary: u64,
+    pub involuntary: u64,
 }
 
 impl Usage {
-    /// What was used between `earlier` and `self`, per one of `n` requests.
-    pub fn per(self, earlier: Usage, n: u64) -> PerRequest {
+    /// What was used between `earlier` and `self`, per one of `n` requests, with the
+    /// futex calls counted meanwhile (`None`: not counted).
+    pub fn per(self, earlier: Usage, n: u64, futexes: Option<u64>) -> PerRequest {
         let n = n.max(1) as f64;
+        let per = |now: u64, then: u64| now.saturating_sub(then) as f64 / n;
         PerRequest {
             user: self.user.saturating_sub(earlier.user).div_f64(n),
             sys: self.sys.saturating_sub(earlier.sys).div_f64(n),
-            faults: self.faults.saturating_sub(earlier.faults) as f64 / n,
+            faults: per(self.faults, earlier.faults),
+            voluntary: per(self.voluntary, earlier.voluntary),
+            involuntary: per(self.involuntary, earlier.involuntary),
+            futexes: futexes.map_or(f64::NAN, |f| f as f64 / n),
         }
     }
 }
 
-/// Proxy cost per request (or per watch event).
-#[derive(Clone, Copy, Default, Debug)]
+/// Proxy cost per request (or per watch event, or per TLS connection).
+#[derive(Clone, Copy, Debug)]
 pub struct PerRequest {
     pub user: Duration,
     pub sys: Duration,
     pub faults: f64,
+    pub voluntary: f64,
+    pub involuntary: f64,
+    /// futex(2) calls; NaN when not counted (no `perf`).
+    pub futexes: f64,
+}
+
+impl Default for PerRequest {
+    fn default() -> PerRequest {
+        PerRequest {
+            user: Duration::ZERO,
+            sys: Duration::ZERO,
+            faults: 0.0,
+            voluntary: 0.0,
+            involuntary: 0.0,
+            futexes: f64::NAN,
+        }
+    }
 }
 
 impl PerRequest {
     pub fn cpu(&self) -> Duration {
         self.user + self.sys
     }
+
+    /// Context switches, voluntary and involuntary.
+    pub fn switches(&self) -> f64 {
+        self.voluntary + self.involuntary
+    }
+}
+
+/// The tracepoint counted: every futex(2) system call (glibc's locks and condition
+/// variables, Rust's `std` locks and parking, tokio's parked workers all use it).
+pub const FUTEX_EVENT: &str = "syscalls:sys_enter_futex";
+
+/// Whether `perf` can count futex calls here: `Ok`, or one line saying why not (not
+/// installed, no tracepoints, not permitted). A software tracepoint: it needs no
+/// hardware counters (which virtual machines often lack).
+pub fn futexes_countable() -> Result<(), String> {
+    let out = Command::new("perf")
+        .args([
+            "stat",
+            "-x,",
+            "-e",
+            FUTEX_EVENT,
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("perf is not installed ({e})"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let first = said.lines().map(str::trim).find(|l| !l.is_empty());
+    Err(format!(
+        "perf cannot count {FUTEX_EVENT}: {}",
+        first.unwrap_or("it failed")
+    ))
+}
+
+/// `perf stat` attached to a proxy's processes, counting futex calls only while enabled:
+/// it starts disabled (`-D -1`) and is switched by commands on a control FIFO, each
+/// acknowledged, so the count covers exactly the turn and not perf's own start. Counted
+/// in the kernel (no tracing to user space, unlike `strace`), so the turn is hardly
+/// slowed; perf runs as a process of its own, whose CPU is not the proxy's. Killed by
+/// its PID on drop.
+pub struct Futexes {
+    perf: Child,
+    dir: PathBuf,
+    ctl: std::fs::File,
+    ack: std::fs::File,
+}
+
+impl Futexes {
+    fn attach(pids: &[u32]) -> Result<Futexes, String> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "cborgate-load-perf-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let fifo = |name: &str| -> Result<(PathBuf, std::fs::File), String> {
+            use std::os::unix::ffi::OsStrExt;
+            use std::os::unix::fs::OpenOptionsExt;
+            let path = dir.join(name);
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+                return Err(format!("mkfifo: {}", std::io::Error::last_os_error()));
+            }
+            // Read-write, so opening never waits for perf, and without blocking reads,
+            // so a perf that died cannot hang the harness (see `command`).
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok((path, f))
+        };
+        let (ctl_path, ctl) = fifo("ctl")?;
+        let (ack_path, ack) = fifo("ack")?;
+        let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+        let mut cmd = Command::new("perf");
+        cmd.args(["stat", "-x,", "-e", FUTEX_EVENT, "-D", "-1", "-o"])
+            .arg(dir.join("out"))
+            .arg("--control")
+            .arg(format!(
+                "fifo:{},{}",
+                ctl_path.display(),
+                ack_path.display()
+            ))
+            .arg("-p")
+            .arg(list.join(","))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; perf goes when the harness does.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let perf = cmd.spawn().map_err(|e| format!("start perf: {e}"))?;
+        Ok(Futexes {
+            perf,
+            dir,
+            ctl,
+            ack,
+        })
+    }
+
+    /// Send `what` (`enable`, `disable`) and wait (5 s at most) for perf's `ack`: once
+    /// perf acknowledges, it is attached and counting (or not).
+    fn command(&mut self, what: &str) -> Result<(), String> {
+        use std::io::{Read, Write};
+        self.ctl
+            .write_all(format!("{what}\n").as_bytes())
+            .map_err(|e| format!("perf control: {e}"))?;
+        let t = Instant::now();
+        let mut got = Vec::new();
+        while !got.windows(3).any(|w| w == b"ack") {
+            if t.elapsed() > Duration::from_secs(5) || !alive(self.perf.id()) {
+                return Err(format!("perf did not acknowledge `{what}`"));
+            }
+            let mut buf = [0u8; 16];
+            match self.ack.read(&mut buf) {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => return Err(format!("perf control: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn enable(&mut self) -> Result<(), String> {
+        self.command("enable")
+    }
+
+    /// Stop counting; the futex calls counted while enabled.
+    pub fn stop(mut self) -> Result<u64, String> {
+        self.command("disable")?;
+        // SAFETY: a signal to the perf this handle started, by its PID.
+        unsafe { libc::kill(self.perf.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        while matches!(self.perf.try_wait(), Ok(None)) {
+            if t.elapsed() > Duration::from_secs(5) {
+                return Err("perf did not stop within 5 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let out = std::fs::read_to_string(self.dir.join("out")).map_err(|e| e.to_string())?;
+        parse_perf_count(&out, FUTEX_EVENT)
+    }
+}
+
+impl Drop for Futexes {
+    fn drop(&mut self) {
+        let _ = self.perf.kill();
+        let _ = self.perf.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The count of `event` in `perf stat -x,` output (`COUNT,UNIT,EVENT,…`), summed over
+/// its lines; `<not counted>` (no thread of the process ran while enabled) is 0.
+fn parse_perf_count(out: &str, event: &str) -> Result<u64, String> {
+    let mut found = None;
+    for line in out.lines() {
+        let fields: Vec<&str> = line.split(',').collect();
+        if fields.len() < 3 || fields[2] != event {
+            continue;
+        }
+        let n = match fields[0] {
+            "<not counted>" => 0,
+            v => v
+                .parse::<u64>()
+                .map_err(|_| format!("perf counted {event} as `{v}`"))?,
+        };
+        found = Some(found.unwrap_or(0) + n);
+    }
+    found.ok_or_else(|| format!("perf wrote no count of {event}"))
 }
 
 #[cfg(test)]
@@ -433,9 +709,11 @@ mod tests {
     fn configs_name_the_addresses_and_the_core_count() {
         let l: SocketAddr = "127.0.0.1:4000".parse().unwrap();
         let u: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let h = haproxy_config(l, u, 3);
+        let h = haproxy_config(l, u, 3, None);
         assert!(h.contains("nbthread 3\n"));
         assert!(h.contains("bind 127.0.0.1:4000\n"));
+        let tls = haproxy_config(l, u, 3, Some("/tmp/x/s.pem"));
+        assert!(tls.contains("bind 127.0.0.1:4000 ssl crt /tmp/x/s.pem\n"));
         assert!(h.contains("server static 127.0.0.1:5000\n"));
         assert!(h.contains("http-reuse always\n"));
         assert!(!h.contains("log "));
@@ -446,6 +724,40 @@ mod tests {
         assert!(n.contains("listen 127.0.0.1:4000;\n"));
         assert!(n.contains("server 127.0.0.1:5000;\n"));
         assert!(n.contains("pid /tmp/x/nginx.pid;\n"));
+    }
+
+    #[test]
+    fn perf_counts_are_read_and_summed() {
+        let out = "# started on Sat Nov 28 09:52:38 2026\n\n\
+                   1234,,syscalls:sys_enter_futex,226565360,100.00,,\n\
+                   <not counted>,,syscalls:sys_enter_futex,0,100.00,,\n\
+                   7,,syscalls:sys_enter_futex,1000,100.00,,\n\
+                   9,,syscalls:sys_enter_read,1000,100.00,,\n";
+        assert_eq!(parse_perf_count(out, FUTEX_EVENT), Ok(1241));
+        assert!(parse_perf_count("", FUTEX_EVENT).is_err());
+        assert!(parse_perf_count(
+            "<not supported>,,syscalls:sys_enter_futex,0,100.00,,\n",
+            FUTEX_EVENT
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn context_switches_of_every_thread_are_summed() {
+        // This test's process has several threads (the test harness's); the sum over
+        // them is at least the main thread's own count.
+        let me = std::process::id();
+        let status = std::fs::read_to_string(format!("/proc/{me}/status")).unwrap();
+        let main_thread: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap();
+        let t = std::thread::spawn(|| std::thread::sleep(Duration::from_millis(20)));
+        let (v, _) = switches(me);
+        t.join().unwrap();
+        assert!(v >= main_thread, "{v} < {main_thread}");
+        assert!(v > 0);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! cborgate, with the goals drawn).
 
 use crate::{
-    cpu_us, Config, Contestant, Measured, Sample, GET_POD, HAPROXY, LIST, NGINX, PASSTHROUGH,
-    PINGORA, POST_POD, TRANSCODED, WATCH,
+    cpu_us, Config, Contestant, Measured, Per, Sample, GET_POD, HAPROXY, LIST, NGINX, PASSTHROUGH,
+    PINGORA, POST_POD, TLS_NEW, TLS_RESUMED, TRANSCODED, WATCH,
 };
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -29,6 +29,8 @@ pub struct Report {
     pub event_bytes: usize,
     pub watch_events: usize,
     pub idle_watches: usize,
+    /// New TLS connections per turn of the TLS scenarios.
+    pub tls_connections: usize,
     /// The anchors run: version and path.
     pub anchors: Vec<String>,
     /// One line for each anchor not run, and why.
@@ -95,6 +97,8 @@ impl Target {
             "–".into()
         } else if self.unit == "×" {
             format!("{v:.2}×")
+        } else if self.unit == "calls" {
+            format!("{v:.2} {}", self.unit)
         } else {
             format!("{v:.1} {}", self.unit)
         }
@@ -112,6 +116,31 @@ impl Target {
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
+}
+
+/// A count per request (futex calls, context switches): two decimals, `n/a` when not
+/// counted.
+pub fn count(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// For the TLS scenarios: `, N% resumed` (the handshakes that resumed a session);
+/// nothing for the others.
+pub fn resumed(m: &Measured) -> String {
+    if m.per == Per::Connection {
+        format!(", {:.0}% resumed", 100.0 * m.median(|s| s.resumed))
+    } else {
+        String::new()
+    }
+}
+
+/// Futex calls per request of one sample (NaN when not counted).
+fn futexes(s: &Sample) -> f64 {
+    s.per_request.futexes
 }
 
 fn target(what: String, measured: f64, goal: f64, higher: bool, unit: &'static str) -> Target {
@@ -163,6 +192,28 @@ impl Report {
         let (lh, lt) = (self.cpu(LIST, HAPROXY), self.cpu(LIST, TRANSCODED));
         let list_codec = us(self.codec.list);
         let (wp, wt) = (self.rate(WATCH, PASSTHROUGH), self.rate(WATCH, TRANSCODED));
+        let floor_cpu = self.cpu(GET_POD, PINGORA);
+        let (ff, fp) = (
+            self.med(GET_POD, PINGORA, futexes),
+            self.med(GET_POD, PASSTHROUGH, futexes),
+        );
+        let futex_detail = [HAPROXY, NGINX, PINGORA, PASSTHROUGH, TRANSCODED]
+            .into_iter()
+            .filter_map(|c| {
+                let m = self.get(GET_POD, c)?;
+                Some(format!("{} {}", c.short(), count(m.futexes())))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (th, tf, tp) = (
+            self.cpu(TLS_NEW, HAPROXY),
+            self.cpu(TLS_NEW, PINGORA),
+            self.cpu(TLS_NEW, PASSTHROUGH),
+        );
+        let (rh, rp) = (
+            self.cpu(TLS_RESUMED, HAPROXY),
+            self.cpu(TLS_RESUMED, PASSTHROUGH),
+        );
         let mut out = vec![
             Target {
                 detail: format!(
@@ -172,6 +223,39 @@ impl Report {
                     "7 KB GET: cborgate JSON passthrough CPU / haproxy's".into(),
                     p / h,
                     1.5,
+                    false,
+                    "×",
+                )
+            },
+            Target {
+                detail: format!("cborgate {p:.1} µs, pingora-floor {floor_cpu:.1} µs per request"),
+                ..target(
+                    "7 KB GET: cborgate JSON passthrough CPU / pingora's floor".into(),
+                    p / floor_cpu,
+                    1.15,
+                    false,
+                    "×",
+                )
+            },
+            Target {
+                detail: format!("futex calls per request: {futex_detail}"),
+                ..target(
+                    "7 KB GET: cborgate JSON passthrough futex calls (goal: floor's + 0.1)".into(),
+                    fp,
+                    ff + 0.1,
+                    false,
+                    "calls",
+                )
+            },
+            Target {
+                detail: format!(
+                    "cborgate {tp:.0} µs, haproxy {th:.0} µs, pingora-floor {tf:.0} µs per \
+                     connection; resumed: cborgate {rp:.0} µs, haproxy {rh:.0} µs"
+                ),
+                ..target(
+                    "new TLS connection (RSA-2048) + GET: cborgate CPU / haproxy's".into(),
+                    tp / th,
+                    1.3,
                     false,
                     "×",
                 )
@@ -340,8 +424,12 @@ impl Report {
              Figures are the median over the rounds, with the range. Proxy CPU per request is \
              the proxy's utime + stime (`/proc/PID/stat`: the whole process, all threads; \
              for nginx, master and workers summed) over the turn, divided by the requests \
-             completed. The watch: one at a time, 2 × rounds turns each. Client, upstream \
-             and proxy share the machine.\n\
+             completed. The watch: one at a time, 2 × rounds turns each. TLS: {} new \
+             connections per turn (after {} to warm up), {} at a time, each one GET of the \
+             pod, to a listener serving an RSA-2048 certificate (as kubeadm makes them); the \
+             client is rustls (ring, TLS 1.3, X25519), without resumption, then with a session \
+             cache shared by the turn's connections; the upstream is plain HTTP as elsewhere. \
+             Client, upstream and proxy share the machine.\n\
              - **Anchors:** {}\n\
              - **Bodies:** pod {} bytes of JSON, list {} bytes (700 pods), watch events {} \
              bytes each on average.\n\
@@ -356,6 +444,9 @@ impl Report {
             self.list_conns,
             self.seconds,
             self.rounds,
+            self.tls_connections,
+            crate::TLS_WARM,
+            crate::TLS_PARALLEL,
             if self.anchors.is_empty() {
                 "none run".to_string()
             } else {
@@ -377,36 +468,50 @@ impl Report {
         target_table(&mut s, &self.acceptance());
         let _ = writeln!(
             s,
-            "\n## Measurements\n\n| scenario | contestant | requests/s | proxy CPU µs per \
-             request | user + sys µs | p50 ms | p99 ms | page faults per request | peak RSS \
-             MiB | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "\n## Measurements\n\nPer request, except where a row says per event (the watch) \
+             or per connection (TLS: its handshake and its one GET). Futex calls: `perf stat -e \
+             {}` attached to the proxy for the turn (n/a without perf); context switches: \
+             voluntary + involuntary, every thread's (`/proc/PID/task/*/status`).\n\n\
+             | scenario | contestant | requests/s | proxy CPU µs per request | user + sys µs \
+             | futex calls per request | context switches per request (vol + invol) | p50 ms \
+             | p99 ms | page faults per request | peak RSS MiB | errors |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            crate::procs::FUTEX_EVENT
         );
         for m in &self.results {
             let (rlo, rhi) = m.range(|x| x.rate);
             let (clo, chi) = m.range(cpu_us);
             let ms = |f: fn(&Sample) -> Duration| {
-                if m.watch {
+                if m.per == Per::Event {
                     "–".to_string()
                 } else {
                     format!("{:.2}", m.median(|x| f(x).as_secs_f64() * 1e3))
                 }
             };
-            let scenario = if m.watch {
-                format!("watch, {} events", thousands(self.watch_events))
-            } else {
-                m.scenario.to_string()
+            let scenario = match m.per {
+                Per::Event => format!("watch, {} events", thousands(self.watch_events)),
+                Per::Connection => format!("{}{}", m.scenario, resumed(m)),
+                Per::Request => m.scenario.to_string(),
+            };
+            let (rate_unit, per) = match m.per {
+                Per::Request => ("", ""),
+                Per::Event => (" events/s", " per event"),
+                Per::Connection => (" connections/s", " per connection"),
             };
             let _ = writeln!(
                 s,
-                "| {scenario} | {} | {:.0} ({rlo:.0}–{rhi:.0}){} | {:.1} ({clo:.1}–{chi:.1}){} | \
-                 {:.1} + {:.1} | {} | {} | {:.1} | {:.1} | {} |",
+                "| {scenario} | {} | {:.0} ({rlo:.0}–{rhi:.0}){rate_unit} | {:.1} \
+                 ({clo:.1}–{chi:.1}){per} | {:.1} + {:.1} | {} | {} ({} + {}) | {} | {} | {:.1} \
+                 | {:.1} | {} |",
                 m.contestant.name(),
                 m.rate(),
-                if m.watch { " events/s" } else { "" },
                 m.cpu_us(),
-                if m.watch { " per event" } else { "" },
                 m.median(|x| us(x.per_request.user)),
                 m.median(|x| us(x.per_request.sys)),
+                count(m.futexes()),
+                count(m.switches()),
+                count(m.median(|x| x.per_request.voluntary)),
+                count(m.median(|x| x.per_request.involuntary)),
                 ms(|x| x.p50),
                 ms(|x| x.p99),
                 m.median(|x| x.per_request.faults),
@@ -456,13 +561,21 @@ impl Report {
             let (lo, hi) = m.range(cpu_us);
             let _ = writeln!(
                 s,
-                "{:<22} {:<28} {:>9.0} {:<10} {:>8.1} µs CPU per {} ({lo:.1}–{hi:.1})",
-                if m.watch { "watch" } else { m.scenario },
+                "{:<22} {:<28} {:>9.0} {:<13} {:>8.1} µs CPU per {} ({lo:.1}–{hi:.1}), \
+                 {} futex calls, {} context switches{}",
+                if m.per == Per::Event {
+                    "watch"
+                } else {
+                    m.scenario
+                },
                 m.contestant.name(),
                 m.rate(),
-                if m.watch { "events/s" } else { "requests/s" },
+                m.per.rate_unit(),
                 m.cpu_us(),
-                if m.watch { "event" } else { "request" },
+                m.per.noun(),
+                count(m.futexes()),
+                count(m.switches()),
+                resumed(m),
             );
         }
         for line in &self.skipped {

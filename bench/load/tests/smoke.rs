@@ -76,6 +76,11 @@ fn a_run_without_anchors_completes_and_writes_the_report() {
         "| watch, 300 events | cborgate, CBOR transcoded |",
         "- **Skipped:** anchor haproxy skipped: --no-anchors",
         "| 7 KB GET: CBOR transcoded − JSON passthrough CPU |",
+        "| TLS new connections, full handshake, 0% resumed | cborgate, JSON passthrough |",
+        "| TLS new connections, resumption offered, ",
+        "| futex calls per request | context switches per request (vol + invol) |",
+        "| 7 KB GET: cborgate JSON passthrough futex calls (goal: floor's + 0.1) |",
+        "| new TLS connection (RSA-2048) + GET: cborgate CPU / haproxy's |",
     ] {
         assert!(md.contains(row), "no `{row}` in\n{md}");
     }

@@ -5,12 +5,15 @@
 //! per-request machinery, which no code of cborgate's can take away, and how much is
 //! cborgate's own.
 //!
-//! `pingora-floor LISTEN UPSTREAM`: plain HTTP/1.1 on both sides, the upstream's
-//! connections kept alive (pingora's default pool), the client sockets' buffers as
-//! cborgate sets them (no read buffer; `server.write_buffer_bytes`' default for the
-//! writes), no logging.
+//! `pingora-floor LISTEN UPSTREAM [CERT KEY]`: plain HTTP/1.1 on both sides, the
+//! upstream's connections kept alive (pingora's default pool), the client sockets'
+//! buffers as cborgate sets them (no read buffer; `server.write_buffer_bytes`' default
+//! for the writes), no logging. With CERT and KEY (PEM files), the listener serves TLS
+//! with pingora's own rustls settings (`TlsSettings::intermediate`): the floor under
+//! cborgate's handshakes.
 
 use async_trait::async_trait;
+use pingora::listeners::tls::TlsSettings;
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::prelude::*;
 use pingora::server::configuration::{Opt, ServerConf};
@@ -37,8 +40,21 @@ impl ProxyHttp for Floor {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(listen), Some(upstream)) = (args.next(), args.next()) else {
-        eprintln!("usage: pingora-floor LISTEN UPSTREAM (both host:port)");
+        eprintln!("usage: pingora-floor LISTEN UPSTREAM [CERT KEY] (host:port, PEM files)");
         std::process::exit(2);
+    };
+    let tls = match (args.next(), args.next()) {
+        (Some(cert), Some(key)) => {
+            Some(TlsSettings::intermediate(&cert, &key).unwrap_or_else(|e| {
+                eprintln!("pingora-floor: the TLS certificate or key: {e}");
+                std::process::exit(1);
+            }))
+        }
+        (None, None) => None,
+        _ => {
+            eprintln!("pingora-floor: CERT needs KEY");
+            std::process::exit(2);
+        }
     };
     let conf = ServerConf {
         threads: cborgate::config::ServerConfig::default().threads,
@@ -50,7 +66,11 @@ fn main() {
     let buffers = L4BufferSettings::default()
         .read(0)
         .write(cborgate::config::DEFAULT_WRITE_BUFFER_BYTES);
-    proxy.add_listener(ListenerConfig::tcp(listen).l4_buffer(buffers));
+    let mut listener = ListenerConfig::tcp(&listen).l4_buffer(buffers);
+    if let Some(tls) = tls {
+        listener = listener.tls(tls);
+    }
+    proxy.add_listener(listener);
     server.add_service(proxy);
     server.run_forever();
 }
