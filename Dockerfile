@@ -52,7 +52,7 @@ COPY shims/ shims/
 RUN mkdir -p src standin/src \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs standin/src/lib.rs \
- && cargo build --release --locked --no-default-features \
+ && cargo build --release --locked --no-default-features --features jemalloc \
  && rm -rf src standin/src
 
 # 2) The real build. Remove every artefact of the placeholder crate so cargo
@@ -71,7 +71,7 @@ RUN rm -rf target/release/.fingerprint/cborgate-* \
            target/release/deps/libcborgate-* \
            target/release/cborgate target/release/libcborgate.* \
  && touch src/main.rs src/lib.rs \
- && cargo build --release --locked --no-default-features \
+ && cargo build --release --locked --no-default-features --features jemalloc \
  && ./target/release/cborgate --help >/dev/null \
  && ! ./target/release/cborgate --help | grep -qw demo \
  && install -D -m 0755 target/release/cborgate /out/cborgate

@@ -218,6 +218,13 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
         // The drain watchdog exits earlier when nothing is in flight.
         grace_period_seconds: Some(config.server.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(1),
+        // pingora times a read, a write or a connect with its own timer wheel unless the
+        // timeout is longer than this many seconds; that wheel's clock thread, once started,
+        // wakes every 10 ms for the life of the process (pingora-timeout 0.9 `clock_thread`),
+        // which was most of an idle cborgate's CPU. At 0, every timeout of a second or more
+        // (all of cborgate's, but a `upstream.connect_timeout_ms` under 1000) goes to tokio's
+        // timers, which sleep while nothing is due.
+        fast_timeout_to_tokio_threshold_seconds: Some(0),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(Some(Opt::default()), conf);

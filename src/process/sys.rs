@@ -1,6 +1,6 @@
 //! The process's few calls into the C library:
 //! the open-file limit (read, and raised to the hard limit at start as Go's runtime
-//! does) and glibc's `malloc_trim`. (The one other `unsafe` outside the codec, a second
+//! does) and the allocator's purge (jemalloc's, or glibc's `malloc_trim`). (The one other `unsafe` outside the codec, a second
 //! handle on an upstream socket, is `limits::admission::dup_socket`.)
 
 /// Raise the soft limit on open files to the hard limit and return the soft limit then
@@ -28,10 +28,23 @@ pub fn raise_fd_limit() -> Option<u64> {
     Some(l.rlim_cur as u64)
 }
 
-/// Hand free pages in every malloc arena back to the operating system (glibc only;
-/// elsewhere nothing).
+/// Hand free pages in every malloc arena back to the operating system: jemalloc's
+/// purge of all arenas when it is the allocator (`arena.<MALLCTL_ARENAS_ALL>.purge`),
+/// glibc's `malloc_trim` otherwise; elsewhere nothing.
 pub fn malloc_trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(feature = "jemalloc")]
+    // SAFETY: a documented mallctl name with no old or new value: jemalloc purges
+    // unused dirty pages of every arena, under its own locks.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"arena.4096.purge".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
+    }
+    #[cfg(all(not(feature = "jemalloc"), target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks malloc's own free lists, under malloc's own locks.
     unsafe {
         libc::malloc_trim(0);

@@ -358,6 +358,8 @@ const LONG_RUNNING_POOL: u64 = 1 << 63;
 /// How often `/readyz`'s probe runs, and how long one may take.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Every how many probes the probe's connection is made anew (a minute).
+const FRESH_EVERY: u32 = 30;
 
 impl Upstream {
     pub fn new(config: &Config, tls: Arc<UpstreamTls>) -> Result<Self, ConfigError> {
@@ -485,8 +487,10 @@ impl Upstream {
         Ok(())
     }
 
-    /// One probe request over a new connection made exactly as requests make theirs
-    /// (address, TLS, CA, client certificate): its status and Content-Type.
+    /// One probe request over a connection made exactly as requests make theirs
+    /// (address, TLS, CA, client certificate): its status and Content-Type. After a
+    /// whole answer the connection goes back to `connector`'s pool (with no idle timer)
+    /// for the next probe.
     async fn ask(
         &self,
         connector: &pingora::connectors::http::Connector,
@@ -494,31 +498,48 @@ impl Upstream {
         path: &str,
         body: Option<(&str, &'static str)>,
     ) -> std::result::Result<(u16, Option<String>, SocketAddr), String> {
-        let addr = self.resolver.resolve().await?;
+        // A kept connection the upstream closed meanwhile fails at once: ask again, on
+        // a new one, as pingora sends a request again after a reused connection fails.
+        match self.ask_once(connector, method, path, body).await {
+            Err((_, true)) => self.ask_once(connector, method, path, body).await,
+            other => other,
+        }
+        .map_err(|(why, _)| why)
+    }
+
+    /// [`Self::ask`] once; an error says whether its connection was a kept one.
+    async fn ask_once(
+        &self,
+        connector: &pingora::connectors::http::Connector,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &'static str)>,
+    ) -> std::result::Result<(u16, Option<String>, SocketAddr), (String, bool)> {
+        let addr = self.resolver.resolve().await.map_err(|e| (e, false))?;
         let mut peer = self.peer(addr, false, true, Pool::Credentialed);
-        self.choose_http_version(&mut peer, false);
+        // HTTP/1.1, whose kept connection pingora's pool hands back for the next probe (a
+        // released HTTP/2 probe connection was closed at once here: seen against
+        // kube-apiserver 1.36.2, a new connection and handshake for every probe).
+        self.choose_http_version(&mut peer, true);
         let words = |e: &pingora::Error| {
             format!(
                 "the upstream at {addr} {}",
                 upstream_failure_words_in(e.etype(), &e.to_string(), &self.tls_files())
             )
         };
-        let (mut session, _) = connector
+        let (mut session, reused) = connector
             .get_http_session(&*peer)
             .await
-            .map_err(|e| words(&e))?;
-        let mut req =
-            RequestHeader::build(method, path.as_bytes(), None).map_err(|e| e.to_string())?;
-        let mut header =
-            |k: &'static str, v: String| req.insert_header(k, v).map_err(|e| e.to_string());
+            .map_err(|e| (words(&e), false))?;
+        let fail = |e: Box<pingora::Error>| (words(&e), reused);
+        let mistake = |e: Box<pingora::Error>| (e.to_string(), false);
+        let mut req = RequestHeader::build(method, path.as_bytes(), None).map_err(mistake)?;
+        let mut header = |k: &'static str, v: String| req.insert_header(k, v).map_err(mistake);
         header("Host", self.host_header())?;
         header(
             "User-Agent",
             concat!("cborgate/", env!("CARGO_PKG_VERSION"), " readiness").into(),
         )?;
-        if session.as_http1().is_some() {
-            header("Connection", "close".into())?;
-        }
         if let Some((bytes, accept)) = body {
             header("Accept", accept.into())?;
             header("Content-Type", "application/json".into())?;
@@ -526,23 +547,20 @@ impl Upstream {
         }
         if let (Some(_), Some(user)) = (body, &self.probe_user_header) {
             req.insert_header(user.clone(), PROBE_USER)
-                .map_err(|e| e.to_string())?;
+                .map_err(mistake)?;
         }
         session
             .write_request_header(Box::new(req))
             .await
-            .map_err(|e| words(&e))?;
+            .map_err(fail)?;
         if let Some((bytes, _)) = body {
             session
                 .write_request_body(bytes::Bytes::copy_from_slice(bytes.as_bytes()), true)
                 .await
-                .map_err(|e| words(&e))?;
+                .map_err(fail)?;
         }
-        session.finish_request_body().await.map_err(|e| words(&e))?;
-        session
-            .read_response_header()
-            .await
-            .map_err(|e| words(&e))?;
+        session.finish_request_body().await.map_err(fail)?;
+        session.read_response_header().await.map_err(fail)?;
         let (code, ct) = session.response_header().map_or((0, None), |r| {
             (
                 r.status.as_u16(),
@@ -552,7 +570,23 @@ impl Upstream {
                     .map(str::to_string),
             )
         });
-        session.shutdown().await;
+        // The whole answer is read, so that the connection can serve the next probe.
+        let mut whole = true;
+        loop {
+            match session.read_response_body().await {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    whole = false;
+                    break;
+                }
+            }
+        }
+        if whole {
+            connector.release_http_session(session, &*peer, None).await;
+        } else {
+            session.shutdown().await;
+        }
         Ok((code, ct, addr))
     }
 
@@ -561,8 +595,8 @@ impl Upstream {
     /// not that the server is down); 5xx, a failed connection, handshake or timeout mean
     /// not ready.
     pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
-        match tokio::time::timeout(PROBE_TIMEOUT, self.ask(connector, "GET", "/readyz", None)).await
-        {
+        let asked = self.ask(connector, "GET", "/readyz", None);
+        match tokio::time::timeout(PROBE_TIMEOUT, asked).await {
             Ok(Ok((code, _, addr))) => (
                 code < 500,
                 format!("the upstream at {addr} answered GET /readyz with {code}"),
@@ -604,9 +638,20 @@ pub struct ReadinessProbe(pub Arc<Upstream>);
 #[async_trait::async_trait]
 impl pingora::services::background::BackgroundService for ReadinessProbe {
     async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
-        // A connector of its own, so probes never take or leave pooled connections.
-        let connector = pingora::connectors::http::Connector::new(None);
+        // A connector of its own, so probes never take or leave requests' pooled
+        // connections. Its connection is kept from probe to probe (a TLS handshake with
+        // a client certificate every 2 s was most of an idle cborgate's CPU); every
+        // FRESH_EVERY probes the connector is replaced, which closes it, so that a
+        // handshake the upstream would now refuse (a rotated CA, an expired
+        // certificate) is seen within a minute. A rotated client certificate
+        // makes a new connection at once (`Pool::group_key`).
+        let mut connector = pingora::connectors::http::Connector::new(None);
+        let mut probes: u32 = 0;
         loop {
+            probes = probes.wrapping_add(1);
+            if probes % FRESH_EVERY == 0 {
+                connector = pingora::connectors::http::Connector::new(None);
+            }
             let (ready, why) = self.0.probe(&connector).await;
             if ready && self.0.mode == UpstreamMode::Upgrade {
                 let support = self.0.cbor_probe(&connector).await;

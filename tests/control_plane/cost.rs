@@ -35,7 +35,7 @@ pub fn wanted(name: &str) -> bool {
 }
 
 /// utime + stime of `pid` (all its threads), in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
+pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = after.split_whitespace().collect();

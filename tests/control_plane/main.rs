@@ -36,6 +36,7 @@ mod forwarded;
 mod goaway;
 mod headers;
 mod http;
+mod idle;
 mod kubectl_parity;
 mod layout;
 mod modes;
@@ -234,6 +235,7 @@ fn cases() -> Vec<(Case, Servers)> {
     all.extend(both(&modes::UPGRADE_OFF));
     all.extend(current(&layout::CASES));
     all.extend(current(&cost::CASES));
+    all.extend(current(&idle::CASES));
     all
 }
 

@@ -1073,3 +1073,57 @@ fn an_http2_upstream_reset_is_counted_as_an_upstream_failure_not_499() {
         0.0
     );
 }
+
+/// An idle cborgate polls nothing: its readiness probe keeps its connection (and its
+/// TLS session with the client certificate) from one probe to the next instead of a
+/// handshake every 2 s, and pingora's timer wheel, whose thread wakes every 10 ms once
+/// started, is never started (cborgate's timeouts go to tokio's timers).
+#[test]
+fn an_idle_proxy_keeps_its_probe_connection_and_starts_no_timer_thread() {
+    let p = pki("idle");
+    let base = Harness::start("legacy", &[]);
+    let (tls_addr, seen) = tls_upstream(&p, base.upstream, &base.rt);
+    let url = format!("https://localhost:{}", tls_addr.port());
+    let h = Harness::proxy_to(
+        &url,
+        "legacy",
+        &[
+            "--upstream-ca",
+            &path(&p.dir, "ca.pem"),
+            "--upstream-client-cert",
+            &path(&p.dir, "client.pem"),
+            "--upstream-client-key",
+            &path(&p.dir, "client.key"),
+        ],
+    );
+    // A request first, so that every timeout of a request's path has been set.
+    let r = crate::support::http::once(
+        h.proxy,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/demo-config",
+        &[("Accept", "application/json")],
+        None,
+    );
+    assert_eq!(r.status, 200);
+    // Four more probes of this proxy (the stand-in also serves `base`'s own probes).
+    let start = base.standin().requests_seen();
+    eventually(30, "eight more probes at the stand-in", || {
+        base.standin().requests_seen() >= start + 8
+    });
+    let handshakes = seen.load(Ordering::SeqCst);
+    assert!(
+        handshakes <= 2,
+        "{handshakes} TLS connections with the client certificate: one for the probes, one for the request"
+    );
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", h.child.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect();
+    assert!(!threads.is_empty());
+    assert!(
+        !threads.iter().any(|t| t == "Timer thread"),
+        "pingora's timer thread runs: {threads:?}"
+    );
+}
