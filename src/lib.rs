@@ -34,6 +34,7 @@ pub(crate) mod inbound;
 pub(crate) mod limits;
 pub mod negotiate;
 pub mod ops;
+pub mod outbound;
 pub mod process;
 pub mod proxy;
 pub mod tls;

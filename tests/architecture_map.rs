@@ -265,10 +265,12 @@ fn imports_point_inward() {
             // The glue: the core, and what it leans on.
             "proxy" => matches!(
                 rt,
-                "codec" | "negotiate" | "limits" | "tls" | "inbound" | "config"
+                "codec" | "negotiate" | "limits" | "tls" | "inbound" | "outbound" | "config"
             ),
             "limits" | "tls" => matches!(rt, "codec" | "negotiate" | "config"),
-            "inbound" => matches!(rt, "codec" | "negotiate" | "limits" | "tls" | "config"),
+            "inbound" | "outbound" => {
+                matches!(rt, "codec" | "negotiate" | "limits" | "tls" | "config")
+            }
             "config" => matches!(rt, "codec" | "negotiate"),
             // `ops::metrics` is imported by every ring: it imports only the core.
             "ops" if counted(from) => matches!(rt, "codec" | "negotiate"),

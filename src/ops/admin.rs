@@ -6,7 +6,7 @@
 
 use crate::limits::admission::Admission;
 use crate::ops::metrics::metrics;
-use crate::proxy::upstream::Readiness;
+use crate::outbound::upstream::Readiness;
 use async_trait::async_trait;
 use http::Response;
 use pingora::apps::http_app::ServeHttp;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 pub struct Admin {
     pub readiness: Arc<Readiness>,
-    pub capabilities: Arc<crate::proxy::capabilities::Capabilities>,
+    pub capabilities: Arc<crate::outbound::capabilities::Capabilities>,
     pub admission: Arc<Admission>,
 }
 

@@ -6,9 +6,6 @@
 //! - [`replay`]: `auto` mode's 415 replay;
 //! - [`local_reply`]: the Statuses cborgate writes itself, and which pingora
 //!   failure is which;
-//! - [`upstream`]: reaching the upstream (DNS, TLS material, timeouts) and the
-//!   readiness probe;
-//! - [`capabilities`]: what `auto` mode has learned;
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
 //! - [`buffers`]: response chunk buffers, reused;
 //! - [`body`]: the codec driven over one body;
@@ -19,7 +16,6 @@
 
 pub mod body;
 pub mod buffers;
-pub mod capabilities;
 pub mod exchange;
 pub mod hold;
 pub mod identity;
@@ -28,7 +24,6 @@ pub mod replay;
 pub mod request_log;
 pub mod status;
 pub mod transcode;
-pub mod upstream;
 
 use crate::config::Config;
 use crate::inbound::connections;
@@ -42,9 +37,10 @@ use crate::negotiate::{
 };
 use crate::ops::metrics::Origin;
 use crate::ops::request_labels::{count_refusal, ResourceLabels};
+use crate::outbound::capabilities::Capabilities;
+use crate::outbound::upstream::Upstream;
 use async_trait::async_trait;
 use bytes::Bytes;
-use capabilities::Capabilities;
 pub use exchange::Exchange;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -54,7 +50,6 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 use transcode::CodecSettings;
-use upstream::Upstream;
 
 /// The proxy.
 pub struct Gate {
