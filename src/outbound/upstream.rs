@@ -3,6 +3,7 @@
 //! [`crate::tls::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
+use super::failure::{upstream_failure_words_in, TlsFiles};
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::negotiate::pool::Pool;
 use crate::negotiate::upstream_cbor::{
@@ -10,7 +11,6 @@ use crate::negotiate::upstream_cbor::{
 };
 use crate::negotiate::{CborSupport, UpstreamMode};
 use crate::ops::metrics::metrics;
-use crate::proxy::local_reply::{upstream_failure_words_in, TlsFiles};
 use crate::tls::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
