@@ -8,7 +8,7 @@
 //! worker threads. On a C library without `malloc_trim` it does nothing.
 
 use crate::inbound::connections::Connections;
-use crate::ops::metrics::metrics;
+use crate::metrics::metrics;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;

@@ -23,10 +23,10 @@
 use super::{Exchange, Gate};
 use crate::codec::{Breadth, BreadthScanner};
 use crate::config::Config;
+use crate::metrics::metrics;
 use crate::negotiate::client::{ClientAgent, ClientFamily};
 use crate::negotiate::pool::Retry;
 use crate::negotiate::protect::{self, Protection, Reason, Verdict};
-use crate::ops::metrics::metrics;
 use bytes::Bytes;
 use pingora::connectors::http::Connector;
 use pingora::http::ResponseHeader;

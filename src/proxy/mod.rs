@@ -21,6 +21,7 @@ pub mod hold;
 pub mod identity;
 pub mod local_reply;
 pub mod replay;
+pub mod request_labels;
 pub mod request_log;
 pub mod status;
 pub mod transcode;
@@ -29,16 +30,16 @@ use crate::config::Config;
 use crate::inbound::connections;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
+use crate::metrics::Origin;
 use crate::negotiate::client::identify as identify_client;
 use crate::negotiate::response::drain_ends_cleanly;
 use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
-use crate::ops::metrics::Origin;
-use crate::ops::request_labels::{count_refusal, ResourceLabels};
 use crate::outbound::capabilities::Capabilities;
 use crate::outbound::upstream::Upstream;
+use crate::proxy::request_labels::{count_refusal, ResourceLabels};
 use async_trait::async_trait;
 use bytes::Bytes;
 pub use exchange::Exchange;
