@@ -4,14 +4,16 @@
 //! The folders are the rings, innermost first (ARCHITECTURE.md; `tests/architecture_map.rs`
 //! checks the direction):
 //!
+//! - the floor: [`metrics`], every Prometheus family, which imports nothing of the crate
+//!   so that every ring outside the pure core may count into it;
 //! - the pure core: [`codec`] (sans-IO JSON ⇄ CBOR transcoding with Kubernetes' wire
 //!   rules) and [`negotiate`] (pure decisions, request head in, [`negotiate::Plan`] out);
-//! - the glue: [`proxy`], the pingora callbacks that carry a plan out, with what they
-//!   lean on: `limits` (admission, the body budget), `tls` (certificates, keys, CA
-//!   bundles), `inbound` (connections and client certificates on the way in) and
-//!   [`config`];
-//! - the shell: `process` (start-up, the drain, reloading, memory), `ops` (the admin
-//!   listener, metrics, logs) and `commands` (`serve`, `transcode`, `diag`, `demo`).
+//! - what the glue leans on: [`config`], [`tls`] (certificates, keys, CA bundles),
+//!   `limits` (admission, the body budget), `inbound` (connections and client
+//!   certificates on the way in) and [`outbound`] (the upstream, on the way out);
+//! - the glue: [`proxy`], the pingora callbacks that carry a plan out;
+//! - the shell: [`ops`] (the admin listener, logs), [`process`] (start-up, the drain,
+//!   reloading, memory) and [`commands`] (`serve`, `transcode`, `diag`, `demo`).
 //!
 //! Public are only the modules the tests, benchmarks and fuzz targets use.
 
@@ -32,8 +34,10 @@ pub mod commands;
 pub mod config;
 pub(crate) mod inbound;
 pub(crate) mod limits;
+pub mod metrics;
 pub mod negotiate;
 pub mod ops;
+pub mod outbound;
 pub mod process;
 pub mod proxy;
 pub mod tls;

@@ -1,12 +1,12 @@
 //! A request whose (group, resource) pair was seen before gets its metric labels
-//! without allocating (`ops::request_labels::ResourceLabels`, docs/wire.md §6): the labels
+//! without allocating (`proxy::request_labels::ResourceLabels`, docs/wire.md §6): the labels
 //! cost a lookup per request, never a string. Counted per thread by a counting global
 //! allocator, so tests running beside it do not count.
 
 use cborgate::negotiate::client::identify;
 use cborgate::negotiate::route::Method;
 use cborgate::negotiate::Route;
-use cborgate::ops::request_labels::{ApiLabels, RequestLabels, ResourceLabels};
+use cborgate::proxy::request_labels::{ApiLabels, RequestLabels, ResourceLabels};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 

@@ -375,3 +375,195 @@ fn references_name_what_exists() {
         wrong.join("\n")
     );
 }
+
+/// A file's doc lines: (line index, the text after `///` or `//!`).
+type DocLines = Vec<(usize, String)>;
+
+/// The module a file under src/ is, as its segments (`src/proxy/mod.rs` → `[proxy]`).
+fn module_segments(file: &str) -> Vec<String> {
+    let path = file.trim_start_matches("src/").trim_end_matches(".rs");
+    let path = path.strip_suffix("/mod").unwrap_or(path);
+    if matches!(path, "lib" | "main") {
+        return Vec::new();
+    }
+    path.split('/').map(String::from).collect()
+}
+
+/// The file of a module (`[proxy, hold]` → `src/proxy/hold.rs`), if there is one.
+fn module_file(segments: &[String]) -> Option<String> {
+    if segments.is_empty() {
+        return Some("src/lib.rs".to_string());
+    }
+    let base = format!("src/{}", segments.join("/"));
+    [format!("{base}.rs"), format!("{base}/mod.rs")]
+        .into_iter()
+        .find(|f| root().join(f).is_file())
+}
+
+/// Whether `code` (a file's lines without comments) defines or re-exports `name`.
+fn defines(code: &str, name: &str) -> bool {
+    let word = |line: &str| {
+        line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == name)
+    };
+    code.lines().any(|line| {
+        let t = line.trim_start();
+        let t = t.strip_prefix("pub(crate) ").unwrap_or(t);
+        let t = t.strip_prefix("pub(super) ").unwrap_or(t);
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        let t = t.strip_prefix("const fn ").map_or(t, |_| &t[6..]);
+        let t = t.strip_prefix("async ").unwrap_or(t);
+        let kinds = [
+            "fn ",
+            "struct ",
+            "enum ",
+            "trait ",
+            "type ",
+            "const ",
+            "static ",
+            "mod ",
+            "macro_rules! ",
+            "union ",
+        ];
+        kinds.iter().any(|k| {
+            t.strip_prefix(k).is_some_and(|rest| {
+                rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    == Some(name)
+            })
+        }) || (t.starts_with("use ") && line.trim_start().starts_with("pub") && word(t))
+    })
+}
+
+/// A file's lines without their comments, each `use` statement on one line.
+fn code_of(file: &str) -> String {
+    let mut out = String::new();
+    let text = std::fs::read_to_string(root().join(file)).unwrap_or_default();
+    for l in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let open = out.lines().last().is_some_and(|last| {
+            let t = last.trim_start();
+            (t.starts_with("use ") || t.starts_with("pub ") && t.contains(" use "))
+                && !t.contains(';')
+        });
+        if open {
+            out.pop();
+            out.push_str(l.trim());
+        } else {
+            out.push_str(l);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The items doc comments name exist. In every `//!` and `///` comment under src/ and in
+/// ARCHITECTURE.md, a
+/// backticked path with `::` whose first segment is a module of the crate (from the
+/// crate's root, the comment's own module or one around it; `crate::` too) names a
+/// module file and then an item that file defines or re-exports (`proxy::hold::Hold`,
+/// `negotiate::pool::retry`); a segment after that item (a method, a variant, a field)
+/// is defined somewhere under src/. `Type::member` with a type of the crate is checked
+/// the same way. Paths into other crates (`pingora::…`, `std::…`) are not read.
+#[test]
+fn doc_comments_name_items_that_exist() {
+    let mut files = Vec::new();
+    walk(&root().join("src"), &mut files);
+    let files: Vec<String> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| rel(p))
+        .collect();
+    let codes: std::collections::BTreeMap<String, String> =
+        files.iter().map(|f| (f.clone(), code_of(f))).collect();
+    let all_code: String = codes.values().map(String::as_str).collect();
+    let anywhere = |name: &str| {
+        all_code
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == name)
+    };
+    let type_defined = |name: &str| codes.values().any(|c| defines(c, name));
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    // Each file's doc lines, and ARCHITECTURE.md's, read from the crate's root.
+    let mut docs: Vec<(String, Vec<String>, DocLines)> = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let lines = text.lines().enumerate().filter_map(|(n, line)| {
+            let t = line.trim_start();
+            let doc = t.strip_prefix("///").or_else(|| t.strip_prefix("//!"))?;
+            Some((n, doc.to_string()))
+        });
+        docs.push((file.clone(), module_segments(file), lines.collect()));
+    }
+    let architecture = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let lines = architecture.lines().map(String::from).enumerate().collect();
+    docs.push(("ARCHITECTURE.md".to_string(), Vec::new(), lines));
+    for (file, here, lines) in &docs {
+        for (n, doc) in lines {
+            // Backticked spans, and intra-doc link targets `[…](path)`.
+            let mut spans: Vec<&str> = doc.split('`').skip(1).step_by(2).collect();
+            for (i, _) in doc.match_indices("](") {
+                let rest = &doc[i + 2..];
+                spans.push(&rest[..rest.find(')').unwrap_or(rest.len())]);
+            }
+            for span in spans {
+                let path = span.trim_end_matches("()");
+                let path = path.strip_prefix("crate::").unwrap_or(path);
+                let ok_chars = path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+                if !ok_chars || !path.contains("::") || path.contains(":::") {
+                    continue;
+                }
+                let segs: Vec<String> = path.split("::").map(String::from).collect();
+                if segs.iter().any(|s| s.is_empty()) {
+                    continue;
+                }
+                // `Type::member`, with a type of the crate.
+                if segs[0].starts_with(|c: char| c.is_ascii_uppercase()) {
+                    if type_defined(&segs[0]) {
+                        checked += 1;
+                        if let Some(m) = segs[1..].iter().find(|s| !anywhere(s)) {
+                            wrong.push(format!("{file}:{}: `{span}`: no {m}", n + 1));
+                        }
+                    }
+                    continue;
+                }
+                // The longest module prefix, from the root, this module or one around it.
+                let mut best: Option<(usize, Vec<String>)> = None;
+                for up in 0..=here.len() {
+                    let base = &here[..here.len() - up];
+                    for k in 1..=segs.len() {
+                        let mut m = base.to_vec();
+                        m.extend_from_slice(&segs[..k]);
+                        if module_file(&m).is_some() && best.as_ref().is_none_or(|b| k > b.0) {
+                            best = Some((k, m));
+                        }
+                    }
+                }
+                let Some((k, module)) = best else {
+                    continue;
+                };
+                checked += 1;
+                let Some(item) = segs.get(k) else { continue };
+                let code = &codes[&module_file(&module).unwrap()];
+                if !defines(code, item) {
+                    wrong.push(format!(
+                        "{file}:{}: `{span}`: {} defines no {item}",
+                        n + 1,
+                        module.join("::")
+                    ));
+                } else if let Some(m) = segs[k + 1..].iter().find(|s| !anywhere(s)) {
+                    wrong.push(format!("{file}:{}: `{span}`: no {m}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "doc comments were read: {checked} paths");
+    assert!(
+        wrong.is_empty(),
+        "{} doc comments name what does not exist:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}

@@ -40,7 +40,7 @@ pub struct ReadTimeout<SV> {
 
 impl<SV> ReadTimeout<SV> {
     /// `read_timeout_secs` is `server.request_read_timeout_seconds` (at least 1:
-    /// `Config::validate`; 0 would mean "no timeout" to pingora's keep-alive).
+    /// `Config::check`; 0 would mean "no timeout" to pingora's keep-alive).
     pub fn new(
         proxy: HttpProxy<SV>,
         read_timeout_secs: u64,

@@ -15,8 +15,8 @@
 //! A reload swaps the bundles in place: the next handshake uses the new ones, open
 //! connections keep the verdict they were accepted with.
 
+use crate::metrics::metrics;
 use crate::negotiate::identity::{FrontProxy, Method, PeerCert, User};
-use crate::ops::metrics::metrics;
 use crate::tls::certificates;
 use async_trait::async_trait;
 use pingora::listeners::TlsAccept;

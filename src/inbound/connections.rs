@@ -19,9 +19,9 @@
 //! which pingora's parser refuses with a bare 400, is answered with a 431 `Status`
 //! instead (docs/wire.md §4): the bytes pingora writes for its 400 are replaced.
 
+use crate::metrics::metrics;
 use crate::negotiate::head_lines::HeadLines;
 use crate::negotiate::LocalReply;
-use crate::ops::metrics::metrics;
 use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
     UniqueIDType,

@@ -7,7 +7,7 @@
 //! `Retry-After`, so a flood of large bodies costs a bounded amount of memory,
 //! whatever they expand to. `cborgate_request_body_buffered_bytes` shows what is held.
 
-use crate::ops::metrics::metrics;
+use crate::metrics::metrics;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! and bounded by construction: the client is one of [`ClientFamily::ALL`]; a route that
 //! addresses no resource gets one of a few fixed values; a resource route gets its own
 //! group and resource only when both are names an apiserver can serve, and then only up
-//! to a cap the caller keeps (`ops::request_labels::ResourceLabels`), beyond which it is
+//! to a cap the caller keeps (`proxy::request_labels::ResourceLabels`), beyond which it is
 //! [`OTHER`]. Never a namespace, an object name or a user: the route keeps neither.
 //!
 //! [`ClientFamily::ALL`]: super::client::ClientFamily::ALL

@@ -2,21 +2,26 @@
 //! runs), `/readyz` (the upstream answered the last readiness probe, made every
 //! two seconds over the same TLS and credentials as requests, and the process is
 //! not draining) and `/debug/capabilities` (what `auto` mode has learned).
-//! Never the proxy port.
+//! Never the proxy port. What it reads is handed in at start-up (`process::server`
+//! wires the probe's verdict, the drain and `auto` mode's capabilities), not imported
+//! from the rings it reports on.
 
-use crate::limits::admission::Admission;
-use crate::ops::metrics::metrics;
-use crate::proxy::upstream::Readiness;
+use crate::metrics::metrics;
 use async_trait::async_trait;
 use http::Response;
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use std::sync::Arc;
 
+/// `/readyz`'s answer now: ready, or the words of why not (the body of the 503).
+pub type Ready = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// `/debug/capabilities`' JSON now.
+pub type Shown = Arc<dyn Fn() -> String + Send + Sync>;
+
 pub struct Admin {
-    pub readiness: Arc<Readiness>,
-    pub capabilities: Arc<crate::proxy::capabilities::Capabilities>,
-    pub admission: Arc<Admission>,
+    pub ready: Ready,
+    pub capabilities: Shown,
 }
 
 fn text(code: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Response<Vec<u8>> {
@@ -40,13 +45,10 @@ impl ServeHttp for Admin {
                 metrics().render(),
             ),
             "/healthz" | "/livez" => text(200, "text/plain; charset=utf-8", "ok"),
-            "/debug/capabilities" => text(200, "application/json", self.capabilities.to_json()),
-            "/readyz" if self.admission.is_draining() => {
-                text(503, "text/plain; charset=utf-8", "shutting down")
-            }
-            "/readyz" => match self.readiness.get() {
-                (true, _) => text(200, "text/plain; charset=utf-8", "ok"),
-                (false, why) => text(503, "text/plain; charset=utf-8", format!("{why}\n")),
+            "/debug/capabilities" => text(200, "application/json", (self.capabilities)()),
+            "/readyz" => match (self.ready)() {
+                Ok(()) => text(200, "text/plain; charset=utf-8", "ok"),
+                Err(why) => text(503, "text/plain; charset=utf-8", why),
             },
             _ => text(404, "text/plain; charset=utf-8", "not found"),
         }

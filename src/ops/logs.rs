@@ -15,7 +15,7 @@
 //! written field by field, as the event is visited: no document tree per line.
 
 use crate::config::{LogConfig, LogFormat, LogLevel};
-use crate::ops::metrics::metrics;
+use crate::metrics::metrics;
 use prometheus::IntCounter;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
@@ -967,7 +967,7 @@ mod tests {
         let labels: Vec<&str> = ClientError::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(
             labels,
-            crate::ops::metrics::CLIENT_ERROR_KINDS,
+            crate::metrics::CLIENT_ERROR_KINDS,
             "the metric's label set"
         );
     }

@@ -1,11 +1,10 @@
-//! Operations: what an operator reads and scrapes.
+//! Operations, the shell's face to an operator: what it reads and scrapes.
 //!
 //! - [`admin`]: the admin listener (`/metrics`, `/healthz`, `/readyz`,
-//!   `/debug/capabilities`);
-//! - [`metrics`]: every Prometheus family, defined once;
+//!   `/debug/capabilities`), handed what it reads at start-up;
 //! - [`logs`]: logging set-up, and pingora's client-noise lines counted.
+//!
+//! The metric families themselves are the floor, `crate::metrics`.
 
 pub mod admin;
 pub mod logs;
-pub mod metrics;
-pub mod request_labels;

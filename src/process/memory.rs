@@ -9,7 +9,7 @@
 //! the worker threads.
 
 use crate::inbound::connections::Connections;
-use crate::ops::metrics::metrics;
+use crate::metrics::metrics;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;

@@ -10,7 +10,7 @@
 //! - The earliest expiry of each file in use, in
 //!   `cborgate_certificate_expiry_timestamp_seconds`.
 
-use crate::ops::metrics::metrics;
+use crate::metrics::metrics;
 use crate::tls::{earliest_expiry, Kind, ServingCert, UpstreamTls};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

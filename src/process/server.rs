@@ -14,12 +14,14 @@ use crate::inbound::client_cert::{ClientCas, PeerCertCallback};
 use crate::inbound::connections::Connections;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
+use crate::metrics::metrics;
 use crate::ops::admin::Admin;
 use crate::ops::logs::Flush;
+use crate::outbound::upstream::{ReadinessProbe, Upstream};
 use crate::process::drain::{Drain, DrainTimes};
 use crate::process::reload::Reloader;
 use crate::process::sys::raise_fd_limit;
-use crate::proxy::upstream::{ReadinessProbe, Upstream};
+use crate::proxy::request_labels::vocabulary;
 use crate::proxy::Gate;
 use crate::tls::{Kind, ServingCert, UpstreamTls};
 use async_trait::async_trait;
@@ -177,10 +179,32 @@ fn install_tls_policy(config: &Config) -> Result<(), ConfigError> {
     }
 }
 
+/// The admin listener, handed what it reads: `/readyz` is 503 "shutting down" once the
+/// drain has begun, else the readiness probe's verdict (with its words); and `auto`
+/// mode's capabilities for `/debug/capabilities`.
+fn admin(upstream: &Upstream, gate: &Gate, admission: &Arc<Admission>) -> Admin {
+    let readiness = upstream.readiness.clone();
+    let draining = admission.clone();
+    let capabilities = gate.capabilities();
+    Admin {
+        ready: Arc::new(move || {
+            if draining.is_draining() {
+                return Err("shutting down".to_string());
+            }
+            match readiness.get() {
+                (true, _) => Ok(()),
+                (false, why) => Err(format!("{why}\n")),
+            }
+        }),
+        capabilities: Arc::new(move || capabilities.to_json()),
+    }
+}
+
 /// Build the server. Every error is a configuration problem (exit status 2)
 /// whose message names the key or flag.
 pub fn build(config: Checked) -> Result<Built, ConfigError> {
     let config = config.into_inner();
+    metrics().count_at_zero(&vocabulary());
     install_tls_policy(&config)?;
     let (listen, admin_addr) = config.listen_addrs()?;
     // Files first: a missing certificate is named before a busy port is.
@@ -239,11 +263,7 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     let upstream = Arc::new(Upstream::new(&config, upstream_tls.clone())?);
     let budget = BodyBudget::new(config.server.max_buffered_body_bytes);
     let gate = Gate::new(config.clone(), upstream.clone(), admission.clone(), budget);
-    let admin = Admin {
-        readiness: upstream.readiness.clone(),
-        capabilities: gate.capabilities(),
-        admission: admission.clone(),
-    };
+    let admin = admin(&upstream, &gate, &admission);
     // pingora's `http_proxy_service` with cborgate's own loop around the proxy, for
     // `server.request_read_timeout_seconds` (see src/inbound/accept.rs); same service name.
     let mut http = pingora::proxy::http_proxy(&server.configuration, gate);
@@ -382,7 +402,7 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
 /// living on with a dead thread, after the lines logged so far.
 fn install_panic_hook(started: Arc<AtomicBool>, logs: Flush) {
     std::panic::set_hook(Box::new(move |info| {
-        crate::ops::metrics::metrics().panics_total.inc();
+        metrics().panics_total.inc();
         let location = info
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))

@@ -9,9 +9,9 @@ use crate::codec::{
     CborToJson, CborToJsonOptions, CodecError, JsonToCbor, JsonToCborOptions, Limits, StringMode,
     Transcoder,
 };
+use crate::metrics::{metrics, CodecSeries, Transcoding};
 use crate::negotiate::encoding::GZIP_LEVEL;
-use crate::ops::metrics::{metrics, CodecSeries, Transcoding};
-use crate::ops::request_labels::ResourceSeries;
+use crate::proxy::request_labels::ResourceSeries;
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;

@@ -13,6 +13,7 @@ use super::local_reply;
 use super::transcode::{codec_time, CodecSettings, RequestBody, ResponseBody};
 use crate::limits::admission::{Admission, Slot, UpstreamHeld};
 use crate::limits::budget::BodyBudget;
+use crate::metrics::{metrics, GaugeHeld, Origin};
 use crate::negotiate::client::ClientFamily;
 use crate::negotiate::identity::Identity;
 use crate::negotiate::pool::{retry, Attempt, Pool, Retry};
@@ -22,8 +23,7 @@ use crate::negotiate::{
     BodyAction, CapabilityKey, CborSupport, ClientFraming, Failure, Intake, Learned, OnResponse,
     Plan, Reply, ResponseHead,
 };
-use crate::ops::metrics::{metrics, GaugeHeld, Origin};
-use crate::ops::request_labels::{count_refusal, RequestLabels};
+use crate::proxy::request_labels::{count_refusal, RequestLabels};
 use bytes::Bytes;
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -717,7 +717,7 @@ mod tests {
                 max_request_body: 1 << 20,
                 max_upstream_body: 1 << 20,
             },
-            labels: Arc::new(crate::ops::request_labels::ResourceLabels::new(10)),
+            labels: Arc::new(crate::proxy::request_labels::ResourceLabels::new(10)),
         }
     }
 

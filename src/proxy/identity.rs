@@ -7,10 +7,10 @@
 //! `X-Forwarded-For`, as [`crate::negotiate::forwarded`] decides it.
 
 use crate::inbound::client_cert::peer_cert;
+use crate::metrics::metrics;
 use crate::negotiate::forwarded::{forwarding, ForwardedFor};
 use crate::negotiate::identity::{identify, HeaderNames, Identity};
 use crate::negotiate::pool::{pool, Pool};
-use crate::ops::metrics::metrics;
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::Result;

@@ -30,9 +30,6 @@
 //! - [`replay`]: `auto` mode's 415 replay, and every retry's decision;
 //! - [`local_reply`]: the Statuses cborgate writes itself, and which pingora
 //!   failure is which;
-//! - [`upstream`]: reaching the upstream (DNS, TLS material, timeouts) and the
-//!   readiness probe;
-//! - [`capabilities`]: what `auto` mode has learned;
 //! - [`request_log`]: what each request leaves behind (metrics, its log line);
 //! - [`buffers`]: response chunk buffers, reused;
 //! - [`body`]: the codec driven over one body;
@@ -43,24 +40,22 @@
 
 pub mod body;
 pub mod buffers;
-pub mod capabilities;
 pub mod exchange;
 pub mod hold;
 pub mod identity;
 pub mod local_reply;
 pub mod replay;
+pub mod request_labels;
 pub mod request_log;
 pub mod status;
 pub mod steps;
 pub mod transcode;
-pub mod upstream;
 
 use crate::config::Config;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
 use async_trait::async_trait;
 use bytes::Bytes;
-use capabilities::Capabilities;
 pub use exchange::Exchange;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -68,8 +63,8 @@ use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
 use pingora::Error;
 use std::sync::Arc;
 use std::time::Duration;
+use crate::outbound::upstream::Upstream;
 use steps::Steps;
-use upstream::Upstream;
 
 /// The proxy: the steps, and the hold's own upstream connections.
 pub struct Gate {

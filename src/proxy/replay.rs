@@ -14,8 +14,8 @@
 use super::exchange::{Exchange, RetryFacts};
 use super::transcode::CodecSettings;
 use crate::limits::budget::BodyBudget;
-use crate::ops::metrics::{metrics, Origin};
-use crate::ops::request_labels::{count_refusal, RequestLabels};
+use crate::metrics::{metrics, Origin};
+use crate::proxy::request_labels::{count_refusal, RequestLabels};
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;

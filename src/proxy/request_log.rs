@@ -2,8 +2,8 @@
 //! (docs/surface.md "Logs"), and what it held given back.
 
 use super::exchange::Exchange;
-use crate::ops::metrics::metrics;
-use crate::ops::request_labels::request_series;
+use crate::metrics::metrics;
+use crate::proxy::request_labels::request_series;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
 use std::time::Duration;

@@ -15,14 +15,14 @@
 //! [`Steps::finish`] always (both pingora's only: the hold hands every failure back to
 //! pingora).
 
-use super::capabilities::Capabilities;
+use crate::outbound::capabilities::Capabilities;
 use super::exchange::Exchange;
 use super::identity;
 use super::local_reply;
 use super::replay;
 use super::request_log;
 use super::transcode::CodecSettings;
-use super::upstream::Upstream;
+use crate::outbound::upstream::Upstream;
 use crate::config::Config;
 use crate::inbound::connections;
 use crate::limits::admission::Admission;
@@ -33,8 +33,8 @@ use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
-use crate::ops::metrics::Origin;
-use crate::ops::request_labels::{count_refusal, ResourceLabels};
+use crate::metrics::Origin;
+use crate::proxy::request_labels::{count_refusal, ResourceLabels};
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, Session};

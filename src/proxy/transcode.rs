@@ -8,12 +8,12 @@ use super::body::{BodyCodec, Gzip};
 use super::buffers::{OutputBuffers, Transcoders};
 use crate::codec::{ItemCounter, Limits, StringMode};
 use crate::limits::budget::{BodyBudget, Charge};
+use crate::metrics::metrics;
 use crate::negotiate::local::keeps_tail;
 use crate::negotiate::{
     BodyAction, BodyProgress, Intake, OnResponse, Plan, RequestLimits, ResponseAction,
 };
-use crate::ops::metrics::metrics;
-use crate::ops::request_labels::{ResourceLabels, ResourceSeries};
+use crate::proxy::request_labels::{ResourceLabels, ResourceSeries};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;

@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn file_labels_are_the_metric_labels() {
         let labels: Vec<&str> = Kind::ALL.iter().map(|k| k.label()).collect();
-        assert_eq!(labels, crate::ops::metrics::RELOAD_FILES);
+        assert_eq!(labels, crate::metrics::RELOAD_FILES);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub const CASES: [crate::Case; 1] = [(
 
 /// The labels both families share, in this order.
 fn shared() -> [&'static str; 8] {
-    cborgate::ops::metrics::REQUEST_LABELS[..8]
+    cborgate::metrics::REQUEST_LABELS[..8]
         .try_into()
         .expect("eight shared labels")
 }

@@ -128,7 +128,7 @@ fn auto_against_legacy_replays_each_415_once_per_key() {
         && e["resource"] == "gadgets"));
     assert!(entries[0]["learnedAt"].as_str().unwrap().ends_with('Z'));
     // After the TTL (the expiry itself is unit-tested on an injected clock in
-    // proxy::capabilities), the entry is gone from /debug/capabilities, and cborgate
+    // outbound::capabilities), the entry is gone from /debug/capabilities, and cborgate
     // probes with CBOR again: one more 415, still invisible.
     crate::support::harness::eventually(10, "the learned entry expires", || {
         let caps = crate::support::http::once(h.admin, "GET", "/debug/capabilities", &[], None);

@@ -752,7 +752,7 @@ fn passthrough_is_byte_identical_to_direct_traffic() {
 fn metrics_families_exist_and_move() {
     let h = Harness::start("legacy", &[]);
     let text = h.metrics();
-    for family in cborgate::ops::metrics::FAMILIES {
+    for family in cborgate::metrics::FAMILIES {
         assert!(
             text.contains(&format!("# TYPE {family} ")),
             "{family} missing at start-up"

@@ -5,13 +5,41 @@
 //! ([`ResourceLabels`]); every label a request gets is a `&'static str`, and one seen
 //! before costs a lookup under a read lock, never an allocation.
 
-use super::metrics::{metrics, CodecSeries, Origin, Transcoding, ZERO_API_LABELS, ZERO_LABELS};
+use crate::codec::Reason;
+use crate::metrics::{metrics, CodecSeries, Origin, Transcoding, Vocabulary};
 use crate::negotiate::client::ClientFamily;
+use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
 use crate::negotiate::labels::{self, ResourceKey, DISCOVERY, NON_RESOURCE, OTHER};
+use crate::negotiate::pool::Retry;
+use crate::negotiate::protect::Reason as ProtectReason;
 use crate::negotiate::route::Method as HttpMethod;
 use crate::negotiate::Route;
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
+
+/// The `group`, `resource` and `client` labels of the series every family has at zero
+/// from start-up: a request outside the resource API from a client of no known family.
+pub const ZERO_LABELS: [&str; 3] = [NON_RESOURCE, NON_RESOURCE, "other"];
+
+/// `[dry_run, group, version, resource, subresource, scope]` of those series (and of a
+/// request never classified).
+pub const ZERO_API_LABELS: [&str; 6] = ["", NON_RESOURCE, "", NON_RESOURCE, "", ""];
+
+/// The closed label sets the core defines, which the metrics create series over at
+/// start-up ([`Metrics::count_at_zero`](crate::metrics::Metrics::count_at_zero)), so
+/// that an alert over them finds a 0, not an absent series.
+pub fn vocabulary() -> Vocabulary {
+    Vocabulary {
+        unclassified: ZERO_LABELS,
+        unclassified_api: ZERO_API_LABELS,
+        retry_reasons: Retry::COUNTED.iter().filter_map(|r| r.label()).collect(),
+        transcode_errors: Reason::ALL.map(Reason::as_str).to_vec(),
+        client_families: ClientFamily::ALL.map(ClientFamily::label).to_vec(),
+        protect_reasons: ProtectReason::ALL.map(ProtectReason::label).to_vec(),
+        auth_methods: Method::ALL.map(Method::as_str).to_vec(),
+        auth_results: AUTH_RESULTS.to_vec(),
+    }
+}
 
 /// Count a 415 or 406 (any other code is not counted here) by who answered it, and
 /// the request's group, resource and client.
@@ -29,7 +57,7 @@ pub fn count_refusal(code: u16, origin: Origin, labels: Option<RequestLabels>) {
 }
 
 /// The label values of one request's series: `cborgate_requests_total`'s (in
-/// [`REQUEST_LABELS`](super::metrics::REQUEST_LABELS) order) and `cborgate_request_duration_seconds`' ([`DURATION_LABELS`](super::metrics::DURATION_LABELS)),
+/// [`REQUEST_LABELS`](crate::metrics::REQUEST_LABELS) order) and `cborgate_request_duration_seconds`' ([`DURATION_LABELS`](crate::metrics::DURATION_LABELS)),
 /// from its verb, code, `[request_format, response_format]` and route labels.
 pub fn request_series<'a>(
     verb: &'a str,
@@ -355,7 +383,123 @@ impl ResourceLabels {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::tests::sample_labels;
+    use crate::metrics::Metrics;
     use crate::negotiate::client::identify;
+
+    /// Every series the alerts select, from each alert's `expr` in
+    /// deploy/monitoring/prometheusrule.yaml (not the recording rules': a series
+    /// they find absent is recorded as absent, which alerts on nothing): a metric
+    /// name of ours (`cborgate_*`, `process_*`) and the label values its `=`
+    /// matchers ask for, less the labels Prometheus adds at scrape.
+    fn alert_selectors() -> Vec<(String, Vec<(String, String)>)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/monitoring/prometheusrule.yaml"
+        );
+        let yaml = std::fs::read_to_string(path).unwrap();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        let lines: Vec<&str> = yaml.lines().collect();
+        let mut exprs = Vec::new();
+        let mut recording = false;
+        for (n, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            if t.starts_with("- record:") || t.starts_with("- alert:") {
+                recording = t.starts_with("- record:");
+            }
+            let Some(rest) = t.strip_prefix("expr:").filter(|_| !recording) else {
+                continue;
+            };
+            if rest.trim() == "|" {
+                let block = lines[n + 1..]
+                    .iter()
+                    .take_while(|b| b.trim().is_empty() || indent(b) > indent(l));
+                exprs.push(block.copied().collect::<Vec<_>>().join("\n"));
+            } else {
+                exprs.push(rest.to_string());
+            }
+        }
+        let mut selectors = Vec::new();
+        for expr in exprs {
+            let mut rest = expr.as_str();
+            while let Some(at) = rest.find(|c: char| c.is_ascii_alphabetic()) {
+                rest = &rest[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                    .unwrap_or(rest.len());
+                let (name, after) = rest.split_at(end);
+                rest = after;
+                if !(name.starts_with("cborgate_") || name.starts_with("process_")) {
+                    continue;
+                }
+                let mut matchers = Vec::new();
+                if let Some(inner) = after.strip_prefix('{') {
+                    let (inner, tail) = inner.split_once('}').expect("matchers end with }");
+                    rest = tail;
+                    for m in inner.split(',') {
+                        let Some((label, value)) = m.split_once('=') else {
+                            continue;
+                        };
+                        let label = label.trim();
+                        // `!=`, `=~` and `!~` select no particular series.
+                        if label.ends_with('!') || value.starts_with('~') {
+                            continue;
+                        }
+                        if !["job", "namespace", "pod", "instance"].contains(&label) {
+                            matchers.push((label.to_string(), value.trim().to_string()));
+                        }
+                    }
+                }
+                selectors.push((name.to_string(), matchers));
+            }
+        }
+        selectors
+    }
+
+    #[test]
+    fn every_series_an_alert_selects_has_a_sample_from_start_up() {
+        let selectors = alert_selectors();
+        let names: Vec<&str> = selectors.iter().map(|s| s.0.as_str()).collect();
+        for name in [
+            "cborgate_requests_total",
+            "cborgate_fallbacks_total",
+            "cborgate_transcode_errors_total",
+            "cborgate_codec_duration_seconds_bucket",
+            "cborgate_upstream_ready",
+        ] {
+            assert!(
+                names.contains(&name),
+                "{name} not found in the alerts: {names:?}"
+            );
+        }
+        let m = Metrics::new();
+        m.count_at_zero(&vocabulary());
+        let text = m.render();
+        for (name, matchers) in &selectors {
+            if name.starts_with("process_") && !cfg!(target_os = "linux") {
+                continue;
+            }
+            // One series per certificate cborgate has loaded: none without TLS
+            // files, and nothing to expire then (docs/wire.md §6).
+            if name == "cborgate_certificate_expiry_timestamp_seconds"
+                || name == "cborgate_reload_last_success"
+            {
+                continue;
+            }
+            let found = text
+                .lines()
+                .filter_map(|l| sample_labels(l, name))
+                .any(|labels| {
+                    matchers
+                        .iter()
+                        .all(|(k, v)| labels.split(',').any(|pair| pair == format!("{k}={v}")))
+                });
+            assert!(
+                found,
+                "no sample of {name}{matchers:?} on a fresh process:\n{text}"
+            );
+        }
+    }
 
     fn key<'a>(group: &'a str, resource: &'a str) -> ResourceKey<'a> {
         ResourceKey::Resource { group, resource }

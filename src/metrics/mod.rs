@@ -6,17 +6,15 @@
 //! descriptors, threads, start time) come along, as from any Prometheus
 //! client library, read from `/proc` at each scrape ([`process_families`]).
 //!
-//! The `group` and `resource` labels are bounded by [`ResourceLabels`], the cap on
+//! The bottom room: it imports nothing of the crate, so every ring may count into it.
+//! The label sets that the core defines (client families, retry and transcode-error
+//! reasons, authentication methods, the labels of an unclassified request) are handed
+//! in at start-up as a [`Vocabulary`] ([`Metrics::count_at_zero`]). The `group` and
+//! `resource` labels are bounded by `proxy::request_labels::ResourceLabels`, the cap on
 //! distinct (group, resource) pairs (`metrics.max_resources`), an object the proxy owns:
 //! each pair is interned once, with its codec series, and every later request for it
 //! gets the same `&'static` labels without allocating.
 
-use crate::codec::Reason;
-use crate::negotiate::client::ClientFamily;
-use crate::negotiate::identity::{Method, RESULTS as AUTH_RESULTS};
-use crate::negotiate::labels::NON_RESOURCE;
-use crate::negotiate::pool::Retry;
-use crate::negotiate::protect::Reason as ProtectReason;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -125,7 +123,7 @@ pub struct Metrics {
     /// Log lines the log's queue had no room for (see the `logs` module).
     pub log_lines_dropped_total: IntCounter,
     pub upstream_resolve_failures_total: IntCounter,
-    /// `reason` is a [`Retry::COUNTED`] label: `refused`, the upstream refused the request
+    /// `reason` is one of [`Vocabulary::retry_reasons`]: `refused`, the upstream refused the request
     /// unprocessed (an HTTP/2 GOAWAY or REFUSED_STREAM); `connection`, an idempotent
     /// request whose reused connection failed.
     pub upstream_retries_total: IntCounterVec,
@@ -136,10 +134,11 @@ pub struct Metrics {
     pub reload_last_success: IntGaugeVec,
     /// `file` is one of [`RELOAD_FILES`], `result` one of [`RELOAD_RESULTS`].
     pub reloads_total: IntCounterVec,
-    /// `method` is a [`Method`] label, `result` one of [`AUTH_RESULTS`]; never a user.
+    /// `method` is one of [`Vocabulary::auth_methods`], `result` one of
+    /// [`Vocabulary::auth_results`]; never a user.
     pub authentications_total: IntCounterVec,
     pub panics_total: IntCounter,
-    /// Request body bytes held in memory (`crate::limits::budget`), against
+    /// Request body bytes held in memory (`limits::budget`), against
     /// `server.max_buffered_body_bytes`.
     pub request_body_buffered_bytes: IntGauge,
     pub connections_open: IntGauge,
@@ -149,7 +148,8 @@ pub struct Metrics {
     pub memory_trims_total: IntCounter,
     /// `file` is one of [`RELOAD_FILES`]; a sample only for the files configured.
     pub certificate_expiry_timestamp_seconds: IntGaugeVec,
-    /// `client` is a [`ClientFamily`] label, `reason` a [`ProtectReason`] label.
+    /// `client` is one of [`Vocabulary::client_families`], `reason` one of
+    /// [`Vocabulary::protect_reasons`].
     pub cbor_protected_total: IntCounterVec,
 }
 
@@ -265,7 +265,7 @@ impl Transcoding {
 }
 
 impl Metrics {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let registry = Registry::new();
         let mut families = Vec::new();
         // `family!(type, name, help, make)`: `make(name, help)` builds the
@@ -403,7 +403,7 @@ impl Metrics {
             families,
         };
         m.build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION"), crate::GIT_COMMIT])
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), env!("CBORGATE_GIT_COMMIT")])
             .set(1);
         m.create_series_at_zero();
         m
@@ -411,16 +411,34 @@ impl Metrics {
 
     /// Every series an alert or a dashboard panel in deploy/monitoring selects,
     /// over closed label sets, so that a rate over it is 0 rather than absent
-    /// on a fresh process (an absent series alerts on nothing).
-    /// `requests_total` gets the one series the upstream-unavailable alert
-    /// selects by label, `code="503"`, with the labels cborgate's own 503
-    /// carries for a GET while the upstream is unreachable; its other label
-    /// combinations, and `request_duration_seconds`' (dashboard panels only),
-    /// appear with traffic. The families with `group`, `resource` and `client`
-    /// labels get their zero series under [`ZERO_LABELS`].
+    /// on a fresh process (an absent series alerts on nothing): those over the label
+    /// sets this module defines. [`Metrics::count_at_zero`] adds those over the sets
+    /// the core defines.
     fn create_series_at_zero(&self) {
-        let [group, resource, client] = ZERO_LABELS;
-        let [dry_run, _, version, _, subresource, scope] = ZERO_API_LABELS;
+        for format in ["cbor", "json"] {
+            self.watch_events_total.with_label_values(&[format]);
+        }
+        self.upstream_cbor.set(1);
+        for kind in CLIENT_ERROR_KINDS {
+            self.client_errors_total.with_label_values(&[kind]);
+        }
+        for file in RELOAD_FILES {
+            for result in RELOAD_RESULTS {
+                self.reloads_total.with_label_values(&[file, result]);
+            }
+        }
+    }
+
+    /// The series at zero over the label sets the core defines, handed in at start-up
+    /// (`process::server`). `requests_total` gets the one series the
+    /// upstream-unavailable alert selects by label, `code="503"`, with the labels
+    /// cborgate's own 503 carries for a GET while the upstream is unreachable; its other
+    /// label combinations, and `request_duration_seconds`' (dashboard panels only),
+    /// appear with traffic. The families with `group`, `resource` and `client` labels
+    /// get their zero series under [`Vocabulary::unclassified`].
+    pub fn count_at_zero(&self, v: &Vocabulary) {
+        let [group, resource, client] = v.unclassified;
+        let [dry_run, _, version, _, subresource, scope] = v.unclassified_api;
         self.requests_total.with_label_values(&[
             "GET",
             dry_run,
@@ -450,37 +468,25 @@ impl Metrics {
             self.codec_duration_seconds
                 .with_label_values(&[direction, from, to, group, resource]);
         }
-        for reason in Retry::COUNTED.iter().filter_map(|r| r.label()) {
+        for reason in &v.retry_reasons {
             self.upstream_retries_total.with_label_values(&[reason]);
         }
         for direction in ["request", "response"] {
-            for reason in Reason::ALL {
+            for reason in &v.transcode_errors {
                 self.transcode_errors_total
-                    .with_label_values(&[direction, reason.as_str()]);
+                    .with_label_values(&[direction, reason]);
             }
         }
-        for format in ["cbor", "json"] {
-            self.watch_events_total.with_label_values(&[format]);
-        }
-        self.upstream_cbor.set(1);
-        for client in ClientFamily::ALL {
-            for reason in ProtectReason::ALL {
+        for client in &v.client_families {
+            for reason in &v.protect_reasons {
                 self.cbor_protected_total
-                    .with_label_values(&[client.label(), reason.label()]);
+                    .with_label_values(&[client, reason]);
             }
         }
-        for kind in CLIENT_ERROR_KINDS {
-            self.client_errors_total.with_label_values(&[kind]);
-        }
-        for file in RELOAD_FILES {
-            for result in RELOAD_RESULTS {
-                self.reloads_total.with_label_values(&[file, result]);
-            }
-        }
-        for method in Method::ALL {
-            for result in AUTH_RESULTS {
+        for method in &v.auth_methods {
+            for result in &v.auth_results {
                 self.authentications_total
-                    .with_label_values(&[method.as_str(), result]);
+                    .with_label_values(&[method, result]);
             }
         }
     }
@@ -505,13 +511,28 @@ impl Metrics {
     }
 }
 
-/// The `group`, `resource` and `client` labels of the series every family has at zero
-/// from start-up: a request outside the resource API from a client of no known family.
-pub const ZERO_LABELS: [&str; 3] = [NON_RESOURCE, NON_RESOURCE, "other"];
-
-/// `[dry_run, group, version, resource, subresource, scope]` of those series (and of a
-/// request never classified).
-pub const ZERO_API_LABELS: [&str; 6] = ["", NON_RESOURCE, "", NON_RESOURCE, "", ""];
+/// The closed label sets the core defines, which [`Metrics::count_at_zero`] creates
+/// series over at start-up (this module imports nothing of the crate: the shell hands
+/// them in, from `proxy::request_labels::vocabulary`).
+#[derive(Clone, Debug, Default)]
+pub struct Vocabulary {
+    /// The `group`, `resource` and `client` labels of a request outside the resource API
+    /// from a client of no known family.
+    pub unclassified: [&'static str; 3],
+    /// `[dry_run, group, version, resource, subresource, scope]` of that request.
+    pub unclassified_api: [&'static str; 6],
+    /// `cborgate_upstream_retries_total`'s `reason`s.
+    pub retry_reasons: Vec<&'static str>,
+    /// `cborgate_transcode_errors_total`'s `reason`s.
+    pub transcode_errors: Vec<&'static str>,
+    /// The `client` label's values.
+    pub client_families: Vec<&'static str>,
+    /// `cborgate_cbor_protected_total`'s `reason`s.
+    pub protect_reasons: Vec<&'static str>,
+    /// `cborgate_authentications_total`'s `method`s and `result`s.
+    pub auth_methods: Vec<&'static str>,
+    pub auth_results: Vec<&'static str>,
+}
 
 /// The standard `process_*` families of the Prometheus client libraries, in
 /// text format, for this process: CPU seconds, resident and virtual memory,
@@ -608,7 +629,7 @@ pub fn metrics() -> &'static Metrics {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -625,14 +646,14 @@ mod tests {
         }
         let commit = format!(
             "cborgate_build_info{{commit=\"{}\",version=\"{}\"}} 1",
-            crate::GIT_COMMIT,
+            env!("CBORGATE_GIT_COMMIT"),
             env!("CARGO_PKG_VERSION")
         );
         assert!(text.contains(&commit), "{commit} in:\n{text}");
     }
 
     /// The label pairs of a sample line `name{a="x",b="y"} value` named `name`.
-    fn sample_labels<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    pub(crate) fn sample_labels<'a>(line: &'a str, name: &str) -> Option<&'a str> {
         let rest = line.strip_prefix(name)?;
         match rest.strip_prefix('{') {
             Some(r) => r.split_once('}').map(|(labels, _)| labels),
@@ -673,118 +694,6 @@ mod tests {
             "cborgate_panics_total",
         ] {
             assert_eq!(series(name), [""], "{name}");
-        }
-    }
-
-    /// Every series the alerts select, from each alert's `expr` in
-    /// deploy/monitoring/prometheusrule.yaml (not the recording rules': a series
-    /// they find absent is recorded as absent, which alerts on nothing): a metric
-    /// name of ours (`cborgate_*`, `process_*`) and the label values its `=`
-    /// matchers ask for, less the labels Prometheus adds at scrape.
-    fn alert_selectors() -> Vec<(String, Vec<(String, String)>)> {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/deploy/monitoring/prometheusrule.yaml"
-        );
-        let yaml = std::fs::read_to_string(path).unwrap();
-        let indent = |l: &str| l.len() - l.trim_start().len();
-        let lines: Vec<&str> = yaml.lines().collect();
-        let mut exprs = Vec::new();
-        let mut recording = false;
-        for (n, l) in lines.iter().enumerate() {
-            let t = l.trim_start();
-            if t.starts_with("- record:") || t.starts_with("- alert:") {
-                recording = t.starts_with("- record:");
-            }
-            let Some(rest) = t.strip_prefix("expr:").filter(|_| !recording) else {
-                continue;
-            };
-            if rest.trim() == "|" {
-                let block = lines[n + 1..]
-                    .iter()
-                    .take_while(|b| b.trim().is_empty() || indent(b) > indent(l));
-                exprs.push(block.copied().collect::<Vec<_>>().join("\n"));
-            } else {
-                exprs.push(rest.to_string());
-            }
-        }
-        let mut selectors = Vec::new();
-        for expr in exprs {
-            let mut rest = expr.as_str();
-            while let Some(at) = rest.find(|c: char| c.is_ascii_alphabetic()) {
-                rest = &rest[at..];
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-                    .unwrap_or(rest.len());
-                let (name, after) = rest.split_at(end);
-                rest = after;
-                if !(name.starts_with("cborgate_") || name.starts_with("process_")) {
-                    continue;
-                }
-                let mut matchers = Vec::new();
-                if let Some(inner) = after.strip_prefix('{') {
-                    let (inner, tail) = inner.split_once('}').expect("matchers end with }");
-                    rest = tail;
-                    for m in inner.split(',') {
-                        let Some((label, value)) = m.split_once('=') else {
-                            continue;
-                        };
-                        let label = label.trim();
-                        // `!=`, `=~` and `!~` select no particular series.
-                        if label.ends_with('!') || value.starts_with('~') {
-                            continue;
-                        }
-                        if !["job", "namespace", "pod", "instance"].contains(&label) {
-                            matchers.push((label.to_string(), value.trim().to_string()));
-                        }
-                    }
-                }
-                selectors.push((name.to_string(), matchers));
-            }
-        }
-        selectors
-    }
-
-    #[test]
-    fn every_series_an_alert_selects_has_a_sample_from_start_up() {
-        let selectors = alert_selectors();
-        let names: Vec<&str> = selectors.iter().map(|s| s.0.as_str()).collect();
-        for name in [
-            "cborgate_requests_total",
-            "cborgate_fallbacks_total",
-            "cborgate_transcode_errors_total",
-            "cborgate_codec_duration_seconds_bucket",
-            "cborgate_upstream_ready",
-        ] {
-            assert!(
-                names.contains(&name),
-                "{name} not found in the alerts: {names:?}"
-            );
-        }
-        let text = Metrics::new().render();
-        for (name, matchers) in &selectors {
-            if name.starts_with("process_") && !cfg!(target_os = "linux") {
-                continue;
-            }
-            // One series per certificate cborgate has loaded: none without TLS
-            // files, and nothing to expire then (docs/wire.md §6).
-            if name == "cborgate_certificate_expiry_timestamp_seconds"
-                || name == "cborgate_reload_last_success"
-            {
-                continue;
-            }
-            let found = text
-                .lines()
-                .filter_map(|l| sample_labels(l, name))
-                .any(|labels| {
-                    matchers
-                        .iter()
-                        .all(|(k, v)| labels.split(',').any(|pair| pair == format!("{k}={v}")))
-                });
-            assert!(
-                found,
-                "no sample of {name}{matchers:?} on a fresh process:\n{text}"
-            );
         }
     }
 

@@ -3,14 +3,14 @@
 //! [`crate::tls::UpstreamTls`], timeouts), and whether it answers now (the
 //! readiness probe behind `/readyz`).
 
-use super::local_reply::{upstream_failure_words_in, TlsFiles};
+use super::failure::{upstream_failure_words_in, TlsFiles};
 use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
+use crate::metrics::metrics;
 use crate::negotiate::pool::Pool;
 use crate::negotiate::upstream_cbor::{
     cbor_probe_support, readiness, NotReady, CBOR_PROBE_BODY, CBOR_PROBE_PATH,
 };
 use crate::negotiate::{CborSupport, UpstreamMode};
-use crate::ops::metrics::metrics;
 use crate::tls::UpstreamTls;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
