@@ -54,6 +54,8 @@ pub mod transcode;
 use crate::config::Config;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
+use crate::outbound::capabilities::Capabilities;
+use crate::outbound::upstream::Upstream;
 use async_trait::async_trait;
 use bytes::Bytes;
 pub use exchange::Exchange;
@@ -63,7 +65,6 @@ use pingora::proxy::{FailToProxy, ProxyHttp, ProxyWarnLogContext, Session};
 use pingora::Error;
 use std::sync::Arc;
 use std::time::Duration;
-use crate::outbound::upstream::Upstream;
 use steps::Steps;
 
 /// The proxy: the steps, and the hold's own upstream connections.

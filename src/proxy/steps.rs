@@ -15,25 +15,25 @@
 //! [`Steps::finish`] always (both pingora's only: the hold hands every failure back to
 //! pingora).
 
-use crate::outbound::capabilities::Capabilities;
 use super::exchange::Exchange;
 use super::identity;
 use super::local_reply;
 use super::replay;
 use super::request_log;
 use super::transcode::CodecSettings;
-use crate::outbound::upstream::Upstream;
 use crate::config::Config;
 use crate::inbound::connections;
 use crate::limits::admission::Admission;
 use crate::limits::budget::BodyBudget;
+use crate::metrics::Origin;
 use crate::negotiate::client::{identify as identify_client, ClientAgent};
 use crate::negotiate::response::drain_ends_cleanly;
 use crate::negotiate::{
     plan_with, AdmissionClass, ClientFraming, HeadFacts, Intake, Plan, Reply, RequestHead,
     RequestLimits, UpstreamMode,
 };
-use crate::metrics::Origin;
+use crate::outbound::capabilities::Capabilities;
+use crate::outbound::upstream::Upstream;
 use crate::proxy::request_labels::{count_refusal, ResourceLabels};
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
