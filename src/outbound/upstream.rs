@@ -649,7 +649,7 @@ impl pingora::services::background::BackgroundService for ReadinessProbe {
         let mut probes: u32 = 0;
         loop {
             probes = probes.wrapping_add(1);
-            if probes % FRESH_EVERY == 0 {
+            if probes.is_multiple_of(FRESH_EVERY) {
                 connector = pingora::connectors::http::Connector::new(None);
             }
             let (ready, why) = self.0.probe(&connector).await;
