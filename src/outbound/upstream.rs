@@ -487,8 +487,8 @@ impl Upstream {
         Ok(())
     }
 
-    /// One probe request over a connection made exactly as requests make theirs
-    /// (address, TLS, CA, client certificate): its status and Content-Type. After a
+    /// One probe request over a connection made as requests make theirs (address, TLS,
+    /// CA, client certificate), but always HTTP/1.1: its status and Content-Type. After a
     /// whole answer the connection goes back to `connector`'s pool (with no idle timer)
     /// for the next probe.
     async fn ask(

@@ -363,9 +363,12 @@ fn readyz_names_a_san_mismatch_and_a_refused_client_certificate() {
     );
 }
 
-#[test]
-fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
-    let p = pki("up");
+/// A stand-in behind a TLS front that asks for the client certificate (`tls_upstream`),
+/// and a proxy in front of it with the test CA and client certificate: the PKI, the
+/// stand-in's own harness, the front's URL, the proxy, and the count of TLS connections
+/// that presented a client certificate.
+fn through_tls_upstream(tag: &str) -> (Pki, Harness, String, Harness, Arc<AtomicUsize>) {
+    let p = pki(tag);
     let base = Harness::start("legacy", &[]);
     let (tls_addr, seen) = tls_upstream(&p, base.upstream, &base.rt);
     let url = format!("https://localhost:{}", tls_addr.port());
@@ -381,6 +384,12 @@ fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
             &path(&p.dir, "client.key"),
         ],
     );
+    (p, base, url, h, seen)
+}
+
+#[test]
+fn tls_upstream_with_a_test_ca_and_a_client_certificate() {
+    let (p, base, url, h, seen) = through_tls_upstream("up");
     let r = crate::support::http::once(
         h.proxy,
         "GET",
@@ -1080,22 +1089,7 @@ fn an_http2_upstream_reset_is_counted_as_an_upstream_failure_not_499() {
 /// started, is never started (cborgate's timeouts go to tokio's timers).
 #[test]
 fn an_idle_proxy_keeps_its_probe_connection_and_starts_no_timer_thread() {
-    let p = pki("idle");
-    let base = Harness::start("legacy", &[]);
-    let (tls_addr, seen) = tls_upstream(&p, base.upstream, &base.rt);
-    let url = format!("https://localhost:{}", tls_addr.port());
-    let h = Harness::proxy_to(
-        &url,
-        "legacy",
-        &[
-            "--upstream-ca",
-            &path(&p.dir, "ca.pem"),
-            "--upstream-client-cert",
-            &path(&p.dir, "client.pem"),
-            "--upstream-client-key",
-            &path(&p.dir, "client.key"),
-        ],
-    );
+    let (_p, base, _url, h, seen) = through_tls_upstream("idle");
     // A request first, so that every timeout of a request's path has been set.
     let r = crate::support::http::once(
         h.proxy,
