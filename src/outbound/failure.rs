@@ -14,6 +14,28 @@ pub fn upstream_failure_words(etype: &ErrorType, text: &str) -> String {
     upstream_failure_words_in(etype, text, &TlsFiles::default())
 }
 
+/// Whether a failed request says the upstream may be gone: no connection, or no TLS
+/// session with it. Such a failure makes the readiness probe look at once
+/// (`Readiness::doubt`) rather than at its next turn; an answer of any status, or a
+/// connection that broke mid-answer, does not; a TLS alert refusing cborgate's client
+/// certificate does, whatever pingora calls it (under TLS 1.3 it comes with the first read).
+pub fn suggests_unreachable(etype: &ErrorType, text: &str) -> bool {
+    use ErrorType::*;
+    text.contains("received fatal alert")
+        || matches!(
+            etype,
+            ConnectRefused
+                | ConnectTimedout
+                | ConnectNoRoute
+                | ConnectError
+                | SocketError
+                | TLSHandshakeTimedout
+                | TLSHandshakeFailure
+                | InvalidCert
+                | HandshakeError
+        )
+}
+
 /// The files cborgate verifies the upstream with and presents to it, for the words of a
 /// TLS failure (empty: not configured).
 #[derive(Clone, Copy, Debug, Default)]
@@ -153,6 +175,33 @@ pub fn upstream_failure_words_in(etype: &ErrorType, text: &str, files: &TlsFiles
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_that_make_the_probe_look_at_once() {
+        use ErrorType::*;
+        let table: &[(ErrorType, &str, bool)] = &[
+            (ConnectRefused, "Connection refused (os error 111)", true),
+            (ConnectTimedout, "", true),
+            (ConnectNoRoute, "", true),
+            (ConnectError, "", true),
+            (
+                TLSHandshakeFailure,
+                "invalid peer certificate: UnknownIssuer",
+                true,
+            ),
+            (TLSHandshakeTimedout, "", true),
+            (InvalidCert, "", true),
+            (ReadError, "received fatal alert: BadCertificate", true),
+            (ReadError, "Connection reset by peer", false),
+            (ConnectionClosed, "Connection closed", false),
+            (ReadTimedout, "", false),
+            (HTTPStatus(502), "", false),
+            (InvalidHTTPHeader, "", false),
+        ];
+        for (t, text, want) in table {
+            assert_eq!(suggests_unreachable(t, text), *want, "{t:?} {text:?}");
+        }
+    }
 
     #[test]
     fn upstream_failures_in_an_operators_words() {

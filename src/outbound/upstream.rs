@@ -8,7 +8,7 @@ use crate::config::{Config, ConfigError, Http2, UpstreamUrl};
 use crate::metrics::metrics;
 use crate::negotiate::pool::Pool;
 use crate::negotiate::upstream_cbor::{
-    cbor_probe_support, readiness, NotReady, CBOR_PROBE_BODY, CBOR_PROBE_PATH,
+    cbor_probe_support, probe_wait, readiness, NotReady, CBOR_PROBE_BODY, CBOR_PROBE_PATH,
 };
 use crate::negotiate::{CborSupport, UpstreamMode};
 use crate::tls::UpstreamTls;
@@ -188,6 +188,8 @@ pub struct Readiness {
     /// CBOR again, which then take the lock.
     refuses_cbor: AtomicBool,
     state: Mutex<ReadinessState>,
+    /// A request found the upstream unreachable: the probe looks at once.
+    doubt: tokio::sync::Notify,
 }
 
 #[derive(Debug)]
@@ -235,6 +237,7 @@ impl Default for Readiness {
                 probe_why: "the upstream has not been probed yet".into(),
                 refuses_cbor: None,
             }),
+            doubt: tokio::sync::Notify::new(),
         }
     }
 }
@@ -315,6 +318,20 @@ impl Readiness {
         s.publish();
     }
 
+    /// A request could not reach the upstream (`failure::suggests_unreachable`): while
+    /// the probe last found it reachable, the probe looks again at once rather than at
+    /// its next turn, so that `/readyz` turns 503 as soon as requests see it gone.
+    pub fn doubt(&self) {
+        if self.state().probe_ready {
+            self.doubt.notify_one();
+        }
+    }
+
+    /// Until a request doubts the upstream ([`Self::doubt`]).
+    async fn doubted(&self) {
+        self.doubt.notified().await
+    }
+
     /// `(ready, reason)`: the upstream's refusal of CBOR is the reason only while the
     /// probe reaches the upstream.
     pub fn get(&self) -> (bool, String) {
@@ -355,11 +372,9 @@ pub const PROBE_USER: &str = "system:cborgate:readiness-probe";
 /// The `group_key` bit of long-running requests' upstream connections.
 const LONG_RUNNING_POOL: u64 = 1 << 63;
 
-/// How often `/readyz`'s probe runs, and how long one may take.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Every how many probes the probe's connection is made anew (a minute).
-const FRESH_EVERY: u32 = 30;
+/// How long the probe's connection is kept before it is made anew.
+const FRESH_AFTER: Duration = Duration::from_secs(60);
 
 impl Upstream {
     pub fn new(config: &Config, tls: Arc<UpstreamTls>) -> Result<Self, ConfigError> {
@@ -489,19 +504,20 @@ impl Upstream {
 
     /// One probe request over a connection made as requests make theirs (address, TLS,
     /// CA, client certificate), but always HTTP/1.1: its status and Content-Type. After a
-    /// whole answer the connection goes back to `connector`'s pool (with no idle timer)
-    /// for the next probe.
+    /// whole answer, when `keep`, the connection goes back to `connector`'s pool (with no
+    /// idle timer) for the next probe; otherwise it is closed.
     async fn ask(
         &self,
         connector: &pingora::connectors::http::Connector,
         method: &str,
         path: &str,
         body: Option<(&str, &'static str)>,
+        keep: bool,
     ) -> std::result::Result<(u16, Option<String>, SocketAddr), String> {
         // A kept connection the upstream closed meanwhile fails at once: ask again, on
         // a new one, as pingora sends a request again after a reused connection fails.
-        match self.ask_once(connector, method, path, body).await {
-            Err((_, true)) => self.ask_once(connector, method, path, body).await,
+        match self.ask_once(connector, method, path, body, keep).await {
+            Err((_, true)) => self.ask_once(connector, method, path, body, keep).await,
             other => other,
         }
         .map_err(|(why, _)| why)
@@ -514,6 +530,7 @@ impl Upstream {
         method: &str,
         path: &str,
         body: Option<(&str, &'static str)>,
+        keep: bool,
     ) -> std::result::Result<(u16, Option<String>, SocketAddr), (String, bool)> {
         let addr = self.resolver.resolve().await.map_err(|e| (e, false))?;
         let mut peer = self.peer(addr, false, true, Pool::Credentialed);
@@ -582,7 +599,7 @@ impl Upstream {
                 }
             }
         }
-        if whole {
+        if whole && keep {
             connector.release_http_session(session, &*peer, None).await;
         } else {
             session.shutdown().await;
@@ -593,9 +610,13 @@ impl Upstream {
     /// One readiness probe: `GET /readyz`. Any answer below 500 means requests would
     /// reach a working server now (a 401 or 403 means the probe itself is not authorised,
     /// not that the server is down); 5xx, a failed connection, handshake or timeout mean
-    /// not ready.
-    pub async fn probe(&self, connector: &pingora::connectors::http::Connector) -> (bool, String) {
-        let asked = self.ask(connector, "GET", "/readyz", None);
+    /// not ready. `keep`: keep its connection for the next probe.
+    pub async fn probe(
+        &self,
+        connector: &pingora::connectors::http::Connector,
+        keep: bool,
+    ) -> (bool, String) {
+        let asked = self.ask(connector, "GET", "/readyz", None, keep);
         match tokio::time::timeout(PROBE_TIMEOUT, asked).await {
             Ok(Ok((code, _, addr))) => (
                 code < 500,
@@ -617,12 +638,14 @@ impl Upstream {
     pub async fn cbor_probe(
         &self,
         connector: &pingora::connectors::http::Connector,
+        keep: bool,
     ) -> Option<CborSupport> {
         let asked = self.ask(
             connector,
             "POST",
             CBOR_PROBE_PATH,
             Some((CBOR_PROBE_BODY, "application/cbor")),
+            keep,
         );
         match tokio::time::timeout(PROBE_TIMEOUT, asked).await {
             Ok(Ok((code, ct, _))) => cbor_probe_support(code, ct.as_deref()),
@@ -631,7 +654,7 @@ impl Upstream {
     }
 }
 
-/// Probes the upstream every [`PROBE_INTERVAL`] for `/readyz`, as a pingora
+/// Probes the upstream for `/readyz` ([`probe_wait`]: every 2 s, every 5 s once ready), as a pingora
 /// background service.
 pub struct ReadinessProbe(pub Arc<Upstream>);
 
@@ -639,22 +662,26 @@ pub struct ReadinessProbe(pub Arc<Upstream>);
 impl pingora::services::background::BackgroundService for ReadinessProbe {
     async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
         // A connector of its own, so probes never take or leave requests' pooled
-        // connections. Its connection is kept from probe to probe (a TLS handshake with
-        // a client certificate every 2 s was most of an idle cborgate's CPU); every
-        // FRESH_EVERY probes the connector is replaced, which closes it, so that a
-        // handshake the upstream would now refuse (a rotated CA, an expired
-        // certificate) is seen within a minute. A rotated client certificate
-        // makes a new connection at once (`Pool::group_key`).
-        let mut connector = pingora::connectors::http::Connector::new(None);
-        let mut probes: u32 = 0;
+        // connections, made once (a new one reads the system's trusted CAs: about 10 ms
+        // of CPU, though the peer's own CA is what verifies). Its connection is kept from
+        // probe to probe (a TLS handshake with a client certificate every 2 s was most of
+        // an idle cborgate's CPU); the first probe after FRESH_AFTER closes it when done,
+        // so that a handshake the upstream would now refuse (a rotated CA, an expired
+        // certificate) is seen by the next one. A rotated client certificate makes a new
+        // connection at once (`Pool::group_key`).
+        let connector = pingora::connectors::http::Connector::new(None);
+        let mut made = Instant::now();
+        let upgrade = self.0.mode == UpstreamMode::Upgrade;
         loop {
-            probes = probes.wrapping_add(1);
-            if probes.is_multiple_of(FRESH_EVERY) {
-                connector = pingora::connectors::http::Connector::new(None);
+            let started = Instant::now();
+            let fresh = made.elapsed() >= FRESH_AFTER;
+            if fresh {
+                made = started;
             }
-            let (ready, why) = self.0.probe(&connector).await;
-            if ready && self.0.mode == UpstreamMode::Upgrade {
-                let support = self.0.cbor_probe(&connector).await;
+            // The round's last request closes the connection when it is time.
+            let (ready, why) = self.0.probe(&connector, !fresh || upgrade).await;
+            if ready && upgrade {
+                let support = self.0.cbor_probe(&connector, !fresh).await;
                 self.0.readiness.record_cbor_probe(support);
             }
             let words = why.clone();
@@ -665,8 +692,13 @@ impl pingora::services::background::BackgroundService for ReadinessProbe {
                     tracing::warn!(reason = %words, "upstream not ready");
                 }
             }
+            let ready = self.0.readiness.get().0;
             tokio::select! {
-                _ = tokio::time::sleep(PROBE_INTERVAL) => {}
+                _ = tokio::time::sleep(probe_wait(ready, false)) => {}
+                _ = async {
+                    self.0.readiness.doubted().await;
+                    tokio::time::sleep_until((started + probe_wait(ready, true)).into()).await;
+                } => {}
                 _ = shutdown.changed() => return,
             }
         }

@@ -1,10 +1,11 @@
 //! Certificates, keys and CA bundles read again when a file's content changes or on
 //! `SIGHUP`, without a restart and without touching open connections.
 //!
-//! - [`Reloader`] looks at the files' contents (not their mtimes: a Secret
-//!   volume swaps a `..data` symlink, and the files behind the names change
-//!   with the same or an older mtime), reloads what changed, and keeps the
-//!   previous material when the new one does not load.
+//! - [`Reloader`] looks at the files behind the names (a Secret volume swaps a
+//!   `..data` symlink, and the files behind the names change with the same or an
+//!   older mtime, so their identity and change time count, not their mtime alone),
+//!   and at their contents while they changed recently; it reloads what changed and
+//!   keeps the previous material when the new one does not load.
 //! - The material itself ([`crate::tls`]), and the listener's client CA bundles
 //!   (`crate::inbound::client_cert::ClientCas`), through [`Reloader::watch`].
 //! - The earliest expiry of each file in use, in
@@ -43,8 +44,8 @@ struct Watched {
     kind: Kind,
     /// The certificate (or CA bundle) file first, then the key file, if any.
     paths: Vec<String>,
-    /// Fingerprint of the files' contents when last looked at.
-    seen: u64,
+    /// What the last look saw.
+    seen: Seen,
     reload: ReloadFn,
 }
 
@@ -53,9 +54,50 @@ pub struct Reloader {
     watched: Vec<Watched>,
 }
 
-/// A hash of the files' contents; a file that cannot be read hashes its error,
-/// so disappearing and coming back both count as changes.
-fn fingerprint(paths: &[String]) -> u64 {
+/// What a look at a set of files saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    /// Each file's device, inode, size, modification and change time (following
+    /// symlinks); a file that cannot be looked at hashes its error, so disappearing and
+    /// coming back both count as changes.
+    files: u64,
+    /// The files' contents, as of the last time they were read.
+    contents: u64,
+}
+
+/// A file whose change time is this recent is also read at each look: file times are
+/// as coarse as the kernel's clock tick, so two writes of the same size within one tick
+/// leave the same times behind. Once the files are older than this, a look costs one
+/// `stat` per file and no read.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The files' identities and times ([`Seen::files`]), and whether any changed within
+/// [`RECENT`] (or has a change time in the future).
+fn stat_all(paths: &[String]) -> (u64, bool) {
+    use std::os::unix::fs::MetadataExt;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let now = std::time::SystemTime::now();
+    let mut recent = false;
+    for p in paths {
+        match std::fs::metadata(p) {
+            Ok(m) => {
+                (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
+                (m.ctime(), m.ctime_nsec()).hash(&mut h);
+                let changed = std::time::UNIX_EPOCH
+                    + std::time::Duration::new(
+                        u64::try_from(m.ctime()).unwrap_or(0),
+                        u32::try_from(m.ctime_nsec()).unwrap_or(0),
+                    );
+                recent |= now.duration_since(changed).map_or(true, |age| age < RECENT);
+            }
+            Err(e) => e.kind().hash(&mut h),
+        }
+    }
+    (h.finish(), recent)
+}
+
+/// A hash of the files' contents; a file that cannot be read hashes its error.
+fn contents(paths: &[String]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for p in paths {
         match std::fs::read(p) {
@@ -64,6 +106,34 @@ fn fingerprint(paths: &[String]) -> u64 {
         }
     }
     h.finish()
+}
+
+impl Seen {
+    fn now(paths: &[String]) -> Seen {
+        Seen {
+            files: stat_all(paths).0,
+            contents: contents(paths),
+        }
+    }
+
+    /// Look again: what is there now, when it differs from `self`.
+    fn changed(self, paths: &[String]) -> Option<Seen> {
+        let (files, recent) = stat_all(paths);
+        if files != self.files {
+            return Some(Seen {
+                files,
+                contents: contents(paths),
+            });
+        }
+        if !recent {
+            return None;
+        }
+        let now = contents(paths);
+        (now != self.contents).then_some(Seen {
+            files,
+            contents: now,
+        })
+    }
 }
 
 impl Reloader {
@@ -79,7 +149,7 @@ impl Reloader {
             publish_outcome(kind, true);
             watched.push(Watched {
                 kind,
-                seen: fingerprint(&paths),
+                seen: Seen::now(&paths),
                 paths,
                 reload,
             })
@@ -118,7 +188,7 @@ impl Reloader {
         publish_outcome(kind, true);
         self.watched.push(Watched {
             kind,
-            seen: fingerprint(&paths),
+            seen: Seen::now(&paths),
             paths,
             reload,
         });
@@ -129,11 +199,11 @@ impl Reloader {
     /// it had, and is tried again when its files change again.
     pub fn check(&mut self, forced: bool) {
         for w in &mut self.watched {
-            let now = fingerprint(&w.paths);
-            if now == w.seen && !forced {
-                continue;
+            match w.seen.changed(&w.paths) {
+                Some(now) => w.seen = now,
+                None if forced => {}
+                None => continue,
             }
-            w.seen = now;
             let result = (w.reload)();
             let label = if result.is_ok() { "success" } else { "failure" };
             metrics()
@@ -161,7 +231,8 @@ impl Reloader {
         }
     }
 
-    /// Look every `interval`, and at once on SIGHUP, until `shutdown` says so.
+    /// Look every `interval` (when there is a file to look at), and at once on SIGHUP,
+    /// until `shutdown` says so.
     pub async fn run(
         mut self,
         interval: std::time::Duration,
@@ -177,9 +248,11 @@ impl Reloader {
                 None
             }
         };
+        // With no file to watch, nothing wakes it but SIGHUP and shutdown.
+        let looks = !self.watched.is_empty();
         loop {
             let forced = tokio::select! {
-                _ = tokio::time::sleep(interval) => false,
+                _ = tokio::time::sleep(interval), if looks => false,
                 Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
                     tracing::info!("SIGHUP: reloading certificates and keys");
                     true
@@ -202,6 +275,39 @@ mod tests {
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         p.not_after = rcgen::date_time_ymd(year, 1, 2);
         p.self_signed(&key).unwrap().pem()
+    }
+
+    /// A look sees every way a file changes: rewritten in place with the same size at
+    /// once (the same times, a kernel tick being coarse: the contents tell), replaced by
+    /// a rename, and swapped behind a symlink as a Secret volume does.
+    #[test]
+    fn a_look_sees_rewrites_renames_and_symlink_swaps() {
+        let dir = std::env::temp_dir().join(format!("cborgate-seen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::create_dir_all(dir.join("b")).unwrap();
+        std::fs::write(dir.join("a/tls.crt"), "first").unwrap();
+        std::fs::write(dir.join("b/tls.crt"), "third").unwrap();
+        std::os::unix::fs::symlink("a", dir.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/tls.crt", dir.join("tls.crt")).unwrap();
+        let paths = vec![dir.join("tls.crt").to_str().unwrap().to_string()];
+        let seen = Seen::now(&paths);
+        assert_eq!(seen.changed(&paths), None);
+        std::fs::write(dir.join("a/tls.crt"), "other").unwrap();
+        let seen = seen.changed(&paths).expect("a same-size rewrite");
+        assert_eq!(seen.changed(&paths), None);
+        std::fs::write(dir.join("a/new"), "newer").unwrap();
+        std::fs::rename(dir.join("a/new"), dir.join("a/tls.crt")).unwrap();
+        let seen = seen.changed(&paths).expect("a rename over it");
+        std::fs::write(dir.join("..data.tmp"), "").unwrap();
+        std::fs::remove_file(dir.join("..data.tmp")).unwrap();
+        std::os::unix::fs::symlink("b", dir.join("..data.tmp")).unwrap();
+        std::fs::rename(dir.join("..data.tmp"), dir.join("..data")).unwrap();
+        let seen = seen.changed(&paths).expect("the symlink swapped");
+        assert_eq!(seen.changed(&paths), None);
+        std::fs::remove_file(dir.join("b/tls.crt")).unwrap();
+        assert!(seen.changed(&paths).is_some(), "gone");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

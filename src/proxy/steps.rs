@@ -33,6 +33,7 @@ use crate::negotiate::{
     RequestLimits, UpstreamMode,
 };
 use crate::outbound::capabilities::Capabilities;
+use crate::outbound::failure::suggests_unreachable;
 use crate::outbound::upstream::Upstream;
 use crate::proxy::request_labels::{count_refusal, ResourceLabels};
 use bytes::Bytes;
@@ -417,6 +418,11 @@ impl Steps {
         let draining = self.admission.long_running_ending();
         if drain_ends_cleanly(draining, ex.is_watch_stream(), head_sent) {
             return end_cleanly(session, ex).await;
+        }
+        if *e.esource() != pingora::ErrorSource::Downstream
+            && suggests_unreachable(e.etype(), &e.to_string())
+        {
+            self.upstream.readiness.doubt();
         }
         let reply = ex.failed(e, head_sent);
         let error_code = reply.as_ref().map_or(0, |r| r.status.code);

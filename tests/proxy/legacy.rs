@@ -864,6 +864,31 @@ fn readyz_turns_503_within_seconds_of_the_upstream_dying() {
     eventually(10, "the refused connection in /readyz", || body(&h) == want);
 }
 
+/// While ready, the probe looks every 5 s; a request that finds the upstream gone makes
+/// it look at once (no sooner than 2 s after the last probe), so `/readyz` follows what
+/// requests see well before the next turn.
+#[test]
+fn a_request_that_finds_the_upstream_gone_makes_the_probe_look_at_once() {
+    let mut h = Harness::start("legacy", &[]);
+    let ready = |h: &Harness| once(h.admin, "GET", "/readyz", &[], None).status;
+    eventually(10, "/readyz 200", || ready(&h) == 200);
+    // Right after a probe (the stand-in counts it), so that the next turn is 5 s away.
+    let before = h.standin().requests_seen();
+    eventually(10, "a probe", || h.standin().requests_seen() > before);
+    let t = std::time::Instant::now();
+    drop(h.standin.take());
+    let r = once(h.proxy, "GET", "/api/v1/namespaces", &[], None);
+    assert_eq!(r.status, 503, "{}", r.text());
+    let seen = crate::support::harness::poll(std::time::Duration::from_millis(3500), || {
+        (ready(&h) == 503).then_some(())
+    });
+    assert!(
+        seen.is_some(),
+        "/readyz still 200 {:?} after the last probe, though a request found the upstream gone",
+        t.elapsed()
+    );
+}
+
 // ---- Fidelity to a CBOR-enabled kube-apiserver 1.36.2 (tests/data/corpus/native-1.36) ----
 
 fn recorded(case: &str) -> String {
