@@ -365,10 +365,13 @@ const POST_PATH: &str = "/api/v1/namespaces/load/pods";
 pub const LIST: &str = "LIST 700 pods";
 pub const LIST_GZIP: &str = "LIST 700 pods, gzip";
 pub const WATCH: &str = "watch";
-/// The TLS scenarios (`--only TLS` runs both): a new connection per GET, with an
-/// RSA-2048 serving key, without and with session resumption offered.
+/// The TLS scenarios (`--only TLS` runs all three): a new connection per GET, with an
+/// RSA-2048 serving key (as kubeadm makes it), without and with session resumption
+/// offered, and with an ECDSA P-256 serving key (kubeadm's `encryptionAlgorithm:
+/// ECDSA-P256`).
 pub const TLS_NEW: &str = "TLS new connections, full handshake";
 pub const TLS_RESUMED: &str = "TLS new connections, resumption offered";
+pub const TLS_ECDSA: &str = "TLS new connections, full handshake, ECDSA P-256 key";
 
 /// New TLS connections per turn, and before it to warm up (and, with resumption, to
 /// fill the client's session cache); how many the client makes at a time.
@@ -483,7 +486,7 @@ impl Bench {
         )
     }
 
-    /// One turn of the TLS scenarios on a fresh proxy serving `pki`'s RSA certificate:
+    /// One turn of the TLS scenarios on a fresh proxy serving `pki`'s certificate:
     /// `TLS_WARM` connections to warm up, then `n` new connections, each one GET of the
     /// pod, with or without a session cache (`resume`).
     fn tls_turn(&self, c: Contestant, pki: &pki::Pki, resume: bool, n: usize) -> Outcome {
@@ -787,24 +790,36 @@ fn main() {
     }
     let watch_rounds = if wanted(WATCH) { o.rounds * 2 } else { 0 };
     // The TLS scenarios: haproxy, pingora's floor and cborgate passing JSON through, each
-    // serving an RSA-2048 certificate (made here; no openssl, no TLS scenarios).
-    let tls_scenarios: Vec<(&'static str, bool)> = [(TLS_NEW, false), (TLS_RESUMED, true)]
-        .into_iter()
-        .filter(|(name, _)| wanted(name))
-        .collect();
-    let tls_pki = if tls_scenarios.is_empty() {
-        None
-    } else {
-        match pki::Pki::make_with(pki::KeyKind::Rsa2048) {
-            Ok(p) => Some(p),
+    // serving an RSA-2048 certificate (made here; no openssl, no RSA scenarios) or an
+    // ECDSA P-256 one.
+    use pki::KeyKind::{EcdsaP256, Rsa2048};
+    let tls_scenarios: Vec<(&'static str, bool, pki::KeyKind)> = [
+        (TLS_NEW, false, Rsa2048),
+        (TLS_RESUMED, true, Rsa2048),
+        (TLS_ECDSA, false, EcdsaP256),
+    ]
+    .into_iter()
+    .filter(|(name, _, _)| wanted(name))
+    .collect();
+    let mut pkis: Vec<(pki::KeyKind, pki::Pki)> = Vec::new();
+    for kind in [Rsa2048, EcdsaP256] {
+        if !tls_scenarios.iter().any(|s| s.2 == kind) {
+            continue;
+        }
+        match pki::Pki::make_with(kind) {
+            Ok(p) => pkis.push((kind, p)),
             Err(e) => {
-                let line = format!("TLS scenarios skipped: {e}");
+                let line = format!("TLS scenarios with {kind:?} keys skipped: {e}");
                 eprintln!("{line}");
                 skipped.push(line);
-                None
             }
         }
-    };
+    }
+    let tls_pki = |kind: pki::KeyKind| pkis.iter().find(|(k, _)| *k == kind).map(|(_, p)| p);
+    let tls_scenarios: Vec<(&'static str, bool, &pki::Pki)> = tls_scenarios
+        .into_iter()
+        .filter_map(|(name, resume, kind)| Some((name, resume, tls_pki(kind)?)))
+        .collect();
     let tls_contestants: Vec<Contestant> = [HAPROXY, PINGORA, PASSTHROUGH]
         .into_iter()
         .filter(|c| match c {
@@ -812,11 +827,7 @@ fn main() {
             Contestant::Cborgate(_) => true,
         })
         .collect();
-    let tls_turns = if tls_pki.is_some() {
-        tls_scenarios.len() * tls_contestants.len() * o.rounds
-    } else {
-        0
-    };
+    let tls_turns = tls_scenarios.len() * tls_contestants.len() * o.rounds;
     let turns: usize = scenarios.iter().map(|s| s.contestants.len()).sum::<usize>() * o.rounds;
     let planned = (bench.per_run + Duration::from_millis(600)) * turns as u32
         + Duration::from_secs(2 * watch_rounds as u64 + 15)
@@ -853,8 +864,7 @@ fn main() {
     }
 
     // The TLS scenarios: a new connection per GET, round-robin over the contestants.
-    for &(name, resume) in tls_scenarios.iter().filter(|_| tls_pki.is_some()) {
-        let pki = tls_pki.as_ref().expect("the PKI");
+    for &(name, resume, pki) in &tls_scenarios {
         let mut measured: Vec<Measured> = tls_contestants
             .iter()
             .map(|&c| Measured::new(name, c, Per::Connection))

@@ -5,7 +5,7 @@
 
 use crate::{
     cpu_us, Config, Contestant, Measured, Per, Sample, GET_POD, HAPROXY, LIST, NGINX, PASSTHROUGH,
-    PINGORA, POST_POD, TLS_NEW, TLS_RESUMED, TRANSCODED, WATCH,
+    PINGORA, POST_POD, TLS_ECDSA, TLS_NEW, TLS_RESUMED, TRANSCODED, WATCH,
 };
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -214,6 +214,10 @@ impl Report {
             self.cpu(TLS_RESUMED, HAPROXY),
             self.cpu(TLS_RESUMED, PASSTHROUGH),
         );
+        let (eh, ep) = (
+            self.cpu(TLS_ECDSA, HAPROXY),
+            self.cpu(TLS_ECDSA, PASSTHROUGH),
+        );
         let mut out = vec![
             Target {
                 detail: format!(
@@ -250,7 +254,8 @@ impl Report {
             Target {
                 detail: format!(
                     "cborgate {tp:.0} µs, haproxy {th:.0} µs, pingora-floor {tf:.0} µs per \
-                     connection; resumed: cborgate {rp:.0} µs, haproxy {rh:.0} µs"
+                     connection; resumed: cborgate {rp:.0} µs, haproxy {rh:.0} µs; with an \
+                     ECDSA P-256 key: cborgate {ep:.0} µs, haproxy {eh:.0} µs"
                 ),
                 ..target(
                     "new TLS connection (RSA-2048) + GET: cborgate CPU / haproxy's".into(),
