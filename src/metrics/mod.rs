@@ -85,6 +85,7 @@ pub const FAMILIES: &[&str] = &[
     "cborgate_log_lines_dropped_total",
     "cborgate_upstream_resolve_failures_total",
     "cborgate_upstream_retries_total",
+    "cborgate_upstream_connections_opened_total",
     "cborgate_upstream_ready",
     "cborgate_reloads_total",
     "cborgate_authentications_total",
@@ -127,6 +128,7 @@ pub struct Metrics {
     /// unprocessed (an HTTP/2 GOAWAY or REFUSED_STREAM); `connection`, an idempotent
     /// request whose reused connection failed.
     pub upstream_retries_total: IntCounterVec,
+    pub upstream_connections_opened_total: IntCounter,
     pub upstream_ready: IntGauge,
     /// 0 while upgrade mode knows the upstream refuses CBOR, 1 otherwise.
     pub upstream_cbor: IntGauge,
@@ -357,6 +359,9 @@ impl Metrics {
             upstream_retries_total: family!("counter", "cborgate_upstream_retries_total",
                 "Requests sent upstream again after a failed attempt, by reason (refused: the upstream refused it unprocessed, with an HTTP/2 GOAWAY or REFUSED_STREAM, any method; connection: an idempotent request whose reused connection failed). The 415 replay is counted in cborgate_fallbacks_total instead.",
                 counter(&["reason"])),
+            upstream_connections_opened_total: family!("counter", "cborgate_upstream_connections_opened_total",
+                "Connections cborgate opened to the upstream, for requests and for its readiness probe: on a TLS upstream each is a TLS handshake (with the upstream client certificate when one is configured). Requests that reused a kept connection or shared an HTTP/2 one are not counted.",
+                count),
             upstream_ready: family!("gauge", "cborgate_upstream_ready",
                 "1 while /readyz is 200 for the upstream: it answers the readiness probe over the same TLS and credentials as requests and, with --mode upgrade, is not known to refuse CBOR (cborgate_upstream_cbor); 0 otherwise.",
                 gauge),
@@ -688,6 +693,7 @@ pub(crate) mod tests {
             CLIENT_ERROR_KINDS.len()
         );
         for name in [
+            "cborgate_upstream_connections_opened_total",
             "cborgate_log_lines_dropped_total",
             "cborgate_upstream_resolve_failures_total",
             "cborgate_upstream_ready",

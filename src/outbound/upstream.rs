@@ -364,6 +364,14 @@ pub struct Upstream {
     probe_user_header: Option<String>,
 }
 
+/// Count an upstream connection opened (not `reused`) in
+/// `cborgate_upstream_connections_opened_total`.
+pub fn count_opened(reused: bool) {
+    if !reused {
+        metrics().upstream_connections_opened_total.inc();
+    }
+}
+
 /// The user the CBOR probe names when it speaks as a front proxy: no group, so only
 /// what every authenticated user may do (`system:basic-user`: create a
 /// SelfSubjectReview), and a name an audit log shows as cborgate's own.
@@ -548,6 +556,7 @@ impl Upstream {
             .get_http_session(&*peer)
             .await
             .map_err(|e| (words(&e), false))?;
+        count_opened(reused);
         let fail = |e: Box<pingora::Error>| (words(&e), reused);
         let mistake = |e: Box<pingora::Error>| (e.to_string(), false);
         let mut req = RequestHeader::build(method, path.as_bytes(), None).map_err(mistake)?;

@@ -34,6 +34,7 @@ use crate::metrics::metrics;
 use crate::negotiate::client::ClientAgent;
 use crate::negotiate::hold::{Event, Holding, Next};
 use crate::negotiate::protect::{Protection, Verdict};
+use crate::outbound::upstream::count_opened;
 use bytes::Bytes;
 use pingora::connectors::http::Connector;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -145,6 +146,7 @@ impl Hold {
             // As `connected_to_upstream` and `fail_to_connect` do: the turn is over.
             ex.connect_turn(None);
             let (mut up, reused) = got.map_err(|e| e.into_up())?;
+            count_opened(reused);
             up.set_read_timeout(peer.options.read_timeout);
             let Err(e) = send(&mut up, req.clone()).await else {
                 return Ok(up);

@@ -137,14 +137,14 @@ impl ProxyHttp for Gate {
     async fn connected_to_upstream(
         &self,
         _session: &mut Session,
-        _reused: bool,
+        reused: bool,
         _peer: &HttpPeer,
         #[cfg(unix)] fd: std::os::unix::io::RawFd,
         #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
         _digest: Option<&pingora::protocols::Digest>,
         ex: &mut Exchange,
     ) -> Result<()> {
-        self.steps.connected(fd, ex)
+        self.steps.connected(fd, reused, ex)
     }
 
     fn fail_to_connect(

@@ -34,7 +34,7 @@ use crate::negotiate::{
 };
 use crate::outbound::capabilities::Capabilities;
 use crate::outbound::failure::suggests_unreachable;
-use crate::outbound::upstream::Upstream;
+use crate::outbound::upstream::{count_opened, Upstream};
 use crate::proxy::request_labels::{count_refusal, ResourceLabels};
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -337,8 +337,10 @@ impl Steps {
         Ok(peer)
     }
 
-    /// Connected upstream (`fd`: the connection's socket).
-    pub fn connected(&self, fd: std::os::fd::RawFd, ex: &mut Exchange) -> Result<()> {
+    /// Connected upstream (`fd`: the connection's socket; `reused`: a kept or shared one,
+    /// rather than one opened for this request).
+    pub fn connected(&self, fd: std::os::fd::RawFd, reused: bool, ex: &mut Exchange) -> Result<()> {
+        count_opened(reused);
         ex.connected(fd, &self.admission)
     }
 

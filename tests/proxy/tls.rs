@@ -1101,13 +1101,18 @@ fn an_idle_proxy_keeps_its_probe_connection_and_starts_no_timer_thread() {
     assert_eq!(r.status, 200);
     // Four more probes of this proxy (the stand-in also serves `base`'s own probes).
     let start = base.standin().requests_seen();
-    eventually(30, "eight more probes at the stand-in", || {
+    eventually(45, "eight more probes at the stand-in", || {
         base.standin().requests_seen() >= start + 8
     });
     let handshakes = seen.load(Ordering::SeqCst);
     assert!(
         handshakes <= 2,
         "{handshakes} TLS connections with the client certificate: one for the probes, one for the request"
+    );
+    // The metric counts what the upstream saw.
+    assert_eq!(
+        h.metric("cborgate_upstream_connections_opened_total", &[]),
+        handshakes as f64
     );
     let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", h.child.id()))
         .unwrap()
