@@ -1,6 +1,6 @@
 //! The admin listener: `/metrics` (Prometheus text), `/healthz` (the process
 //! runs), `/readyz` (the upstream answered the last readiness probe, made every
-//! two seconds over the same TLS and credentials as requests, and the process is
+//! 5 s while ready and 2 s while not, over the same TLS and credentials as requests, and the process is
 //! not draining) and `/debug/capabilities` (what `auto` mode has learned).
 //! Never the proxy port. What it reads is handed in at start-up (`process::server`
 //! wires the probe's verdict, the drain and `auto` mode's capabilities), not imported
