@@ -15,7 +15,23 @@ not counted (callgrind sees user space only), nor cache misses or branch mispred
     python3 bench/instructions.py /tmp/inputs/podlist-1.json            # 1,000 requests
     python3 bench/instructions.py /tmp/inputs/podlist-100.json -n 20    # a 0.87 MB list
 
-Standard library only; needs valgrind.
+Against pingora's own floor (bench/load's `pingora-floor`, same build and threads), as
+`cborgate-load`'s "GET pod (7 KB)" runs it (request log at the default level):
+
+    cargo build --release --locked -p cborgate -p cborgate-load
+    python3 bench/instructions.py POD.json -n 300 --floor target/release/pingora-floor \
+        --log-level info --path /api/v1/namespaces/load/pods/pod-0
+
+Each process is stopped by a callgrind dump (`callgrind_control -d`) and then killed, so
+pingora's graceful shutdown (seconds under valgrind) is neither waited for nor counted.
+Only the client connections' work is counted (callgrind's --toggle-collect on each one's
+`process_new`): `--whole` counts every thread, the request log's writer too, but also
+whatever runs on a timer (cborgate's readiness probe), which grows with a run's length
+under valgrind, not with its requests, and moves the figure by tens of thousands of
+instructions from one run to the next. `--keep` keeps the profiles for
+`callgrind_annotate` (the N + WARM run's minus the WARM run's, function by function).
+
+Standard library only; needs valgrind (and its callgrind_control).
 """
 
 import argparse
@@ -95,15 +111,30 @@ def free_port():
     return port
 
 
-def instructions(binary, up_port, accept, requests):
-    """Total instructions of one cborgate process serving `requests` GETs."""
+def command(o, binary, up_port, port):
+    """The proxy's command line under callgrind, `pingora-floor` or `cborgate serve`:
+    only the work of its client connections counted (pingora's blanket `ServerApp::process_new`,
+    cborgate's own in `inbound::accept`), unless --whole."""
+    if o.floor is not None and binary == o.floor:
+        # Not `*ServerApp>::process_new*`: that also matches `HttpServerApp>::process_new_http`,
+        # nested inside, and a second match toggles collection off again.
+        pattern = "<T as pingora_core::apps::ServerApp>::process_new*"
+        toggle = [] if o.whole else [f"--toggle-collect={pattern}"]
+        return toggle + [binary, f"127.0.0.1:{port}", f"127.0.0.1:{up_port}"]
+    toggle = [] if o.whole else ["--toggle-collect=*ReadTimeout*process_new*"]
+    return toggle + [binary, "serve", "--mode", "legacy",
+                     "--upstream", f"http://127.0.0.1:{up_port}",
+                     "--listen", f"127.0.0.1:{port}", "--admin", "127.0.0.1:0",
+                     "--log-level", o.log_level]
+
+
+def instructions(o, binary, up_port, accept, requests):
+    """Total instructions of one proxy process serving `requests` GETs."""
     port = free_port()
     out = f"/tmp/cborgate-callgrind.{os.getpid()}.{port}"
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-         "--toggle-collect=*ReadTimeout*process_new*", binary, "serve",
-         "--mode", "legacy", "--upstream", f"http://127.0.0.1:{up_port}",
-         "--listen", f"127.0.0.1:{port}", "--admin", "127.0.0.1:0", "--log-level", "warn"],
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        + command(o, binary, up_port, port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -115,17 +146,19 @@ def instructions(binary, up_port, accept, requests):
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
-                sys.exit("cborgate did not start under valgrind")
+                sys.exit(f"{binary} did not start under valgrind")
             time.sleep(0.1)
     request = (
-        f"GET /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: bench\r\nAccept: {accept}\r\n\r\n"
+        f"GET {o.path} HTTP/1.1\r\nHost: bench\r\nAccept: {accept}\r\n\r\n"
     ).encode()
     pending = b""
     for _ in range(requests):
         conn.sendall(request)
         pending = read_response(conn, pending)
     conn.close()
-    proc.terminate()
+    subprocess.run(["callgrind_control", "-d", str(proc.pid)],
+                   stdout=subprocess.DEVNULL, timeout=600, check=True)
+    proc.kill()
     proc.wait()
     total = 0
     for path in glob.glob(out + "*"):
@@ -134,7 +167,10 @@ def instructions(binary, up_port, accept, requests):
                 if line.startswith(("summary:", "totals:")):
                     total += int(line.split()[1])
                     break
-        os.remove(path)
+        if o.keep:
+            print(f"kept {path}")
+        else:
+            os.remove(path)
     return total
 
 
@@ -143,17 +179,31 @@ def main():
     parser.add_argument("body", help="the JSON the upstream answers with")
     parser.add_argument("-n", "--requests", type=int, default=1000)
     parser.add_argument("--cborgate", default="target/release/cborgate")
+    parser.add_argument("--floor", help="measure this pingora-floor too, and compare")
+    parser.add_argument("--whole", action="store_true",
+                        help="count every thread, not only the connections' work")
+    parser.add_argument("--log-level", default="warn", help="cborgate's (info: a request line each)")
+    parser.add_argument("--path", default="/api/v1/namespaces/default/pods")
+    parser.add_argument("--keep", action="store_true", help="keep the callgrind profiles")
     o = parser.parse_args()
     with open(o.body, "rb") as f:
         body = f.read()
     up_port = upstream(body)
     per = {}
-    for name, accept in (("passthrough", "application/json"), ("transcoding", "application/cbor")):
-        base = instructions(o.cborgate, up_port, accept, WARM)
-        full = instructions(o.cborgate, up_port, accept, WARM + o.requests)
+
+    def measure(name, binary, accept):
+        base = instructions(o, binary, up_port, accept, WARM)
+        full = instructions(o, binary, up_port, accept, WARM + o.requests)
         per[name] = (full - base) / o.requests
         print(f"{name}: {per[name]:,.0f} instructions per request "
               f"({per[name] / len(body):.1f} per body byte)")
+
+    if o.floor is not None:
+        measure("pingora-floor", o.floor, "application/json")
+    for name, accept in (("passthrough", "application/json"), ("transcoding", "application/cbor")):
+        measure(name, o.cborgate, accept)
+    if o.floor is not None:
+        print(f"passthrough / pingora-floor: {per['passthrough'] / per['pingora-floor']:.2f}x")
     print(f"transcoding / passthrough: {per['transcoding'] / per['passthrough']:.2f}x; "
           f"difference {per['transcoding'] - per['passthrough']:,.0f} per request "
           f"for {len(body):,} bytes of JSON")
