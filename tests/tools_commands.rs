@@ -194,3 +194,32 @@ fn version_names_the_commit() {
         }
     }
 }
+
+/// A body whose CBOR runs to several MiB (kept in pieces until the end)
+/// comes out whole and in order, and one that fails at its very end writes
+/// nothing at all.
+#[test]
+fn a_large_body_is_written_whole_or_not_at_all() {
+    let items: Vec<String> = (0..120_000)
+        .map(|i| format!(r#"{{"name":"pod-{i}","n":{i}}}"#))
+        .collect();
+    let json = format!("[{}]", items.join(",")).into_bytes();
+    let cbor = library(&json, Target::Cbor, false, false);
+    assert!(cbor.len() > 2 << 20, "{} bytes", cbor.len());
+    assert_eq!(library(&cbor, Target::Json, false, false), json);
+
+    let mut bad = json.clone();
+    bad.pop();
+    bad.extend_from_slice(b",}");
+    let mut out = Vec::new();
+    let r = tools::transcode(
+        &mut &bad[..],
+        &mut out,
+        Target::Cbor,
+        false,
+        StringMode::Bytes,
+        false,
+    );
+    assert!(r.is_err());
+    assert!(out.is_empty(), "{} bytes written", out.len());
+}

@@ -147,8 +147,12 @@ pub fn transcode(
     let bad =
         |e, head: &Head| input_error(e, head, reads, "the input looks like JSON; use --to cbor");
     let mut head = Head::default();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_BYTES];
     let mut out = Vec::new();
+    // A single body's output so far, in pieces of about `PIECE_BYTES`: one
+    // growing buffer would be moved to a new allocation at every doubling
+    // (a copy of everything so far, and its pages faulted in anew).
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
     let mut last = None;
     loop {
         let n = match input.read(&mut buf) {
@@ -159,10 +163,13 @@ pub fn transcode(
         };
         head.see(&buf[..n]);
         let r = t.feed(&buf[..n], &mut out);
+        last = out.last().copied().or(last);
         if watch {
             output.write_all(&out)?;
-            last = out.last().copied().or(last);
             out.clear();
+        } else if out.len() >= PIECE_BYTES {
+            let next = Vec::with_capacity(PIECE_BYTES + 2 * READ_BYTES);
+            pieces.push(std::mem::replace(&mut out, next));
         }
         r.map_err(|e| bad(e, &head))?;
     }
@@ -171,10 +178,18 @@ pub fn transcode(
     if terminal && to == Target::Json && last.is_some_and(|b| b != b'\n') {
         out.push(b'\n');
     }
+    for piece in &pieces {
+        output.write_all(piece)?;
+    }
     output.write_all(&out)?;
     output.flush()?;
     Ok(())
 }
+
+/// The size of `transcode`'s reads.
+const READ_BYTES: usize = 64 * 1024;
+/// About the size of the pieces a single body's output is kept in.
+const PIECE_BYTES: usize = 1 << 20;
 
 /// Print CBOR (a single item or a sequence) in diagnostic notation.
 ///
