@@ -443,20 +443,7 @@ impl Metrics {
     /// get their zero series under [`Vocabulary::unclassified`].
     pub fn count_at_zero(&self, v: &Vocabulary) {
         let [group, resource, client] = v.unclassified;
-        let [dry_run, _, version, _, subresource, scope] = v.unclassified_api;
-        self.requests_total.with_label_values(&[
-            "GET",
-            dry_run,
-            group,
-            version,
-            resource,
-            subresource,
-            scope,
-            "503",
-            "none",
-            "json",
-            client,
-        ]);
+        self.requests_total.with_label_values(&v.unavailable_get);
         for origin in Origin::ALL.map(Origin::label) {
             self.unsupported_media_type_total
                 .with_label_values(&[origin, group, resource, client]);
@@ -524,8 +511,9 @@ pub struct Vocabulary {
     /// The `group`, `resource` and `client` labels of a request outside the resource API
     /// from a client of no known family.
     pub unclassified: [&'static str; 3],
-    /// `[dry_run, group, version, resource, subresource, scope]` of that request.
-    pub unclassified_api: [&'static str; 6],
+    /// `cborgate_requests_total`'s series, in [`REQUEST_LABELS`] order, of cborgate's
+    /// own 503 to such a request, a GET while the upstream is unreachable.
+    pub unavailable_get: [&'static str; 11],
     /// `cborgate_upstream_retries_total`'s `reason`s.
     pub retry_reasons: Vec<&'static str>,
     /// `cborgate_transcode_errors_total`'s `reason`s.

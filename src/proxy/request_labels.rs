@@ -31,7 +31,7 @@ pub const ZERO_API_LABELS: [&str; 6] = ["", NON_RESOURCE, "", NON_RESOURCE, "", 
 pub fn vocabulary() -> Vocabulary {
     Vocabulary {
         unclassified: ZERO_LABELS,
-        unclassified_api: ZERO_API_LABELS,
+        unavailable_get: request_series("GET", "503", ["none", "json"], None).0,
         retry_reasons: Retry::COUNTED.iter().filter_map(|r| r.label()).collect(),
         transcode_errors: Reason::ALL.map(Reason::as_str).to_vec(),
         client_families: ClientFamily::ALL.map(ClientFamily::label).to_vec(),
