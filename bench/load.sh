@@ -1,6 +1,6 @@
 #!/bin/sh
 # The end-to-end load harness, in one command (see bench/README.md):
-#   bench/load.sh [--seconds N] [--rounds N] [--quick] [--no-anchors] [--out DIR]
+#   bench/load.sh [--seconds N] [--rounds N] [--quick] [--no-anchors] [--shared-cores] [--out DIR]
 #                 [--only SCENARIO] [--tls-connections N]
 # Installs the anchors (haproxy and nginx, from Debian packages) when they are missing
 # and it may (as root, or with passwordless sudo), then builds the release cborgate and

@@ -265,6 +265,8 @@ struct Options {
     only: Option<String>,
     /// Run neither haproxy nor nginx, as if neither were installed.
     no_anchors: bool,
+    /// Let the proxies share CPUs with the harness (the split is the default).
+    shared_cores: bool,
     /// Events in the watch (10,000; fewer for `--smoke`).
     watch_events: usize,
     /// Idle watches held open (1,000, after 100 to warm up; fewer for `--smoke`).
@@ -286,6 +288,7 @@ fn options() -> Options {
         cborgate: root.join("../target/release/cborgate"),
         only: None,
         no_anchors: false,
+        shared_cores: false,
         watch_events: 10_000,
         idle_watches: 1000,
         codec_reps: 10,
@@ -325,13 +328,14 @@ fn options() -> Options {
                     .expect("--tls-connections N")
             }
             "--no-anchors" => o.no_anchors = true,
+            "--shared-cores" => o.shared_cores = true,
             "--out" => o.out = PathBuf::from(args.next().expect("--out DIR")),
             "--only" => o.only = Some(args.next().expect("--only SCENARIO")),
             "--cborgate" => o.cborgate = PathBuf::from(args.next().expect("--cborgate PATH")),
             _ => {
                 eprintln!(
                     "usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--smoke] \
-                     [--no-anchors] [--out DIR] [--cborgate PATH] [--only SCENARIO] \
+                     [--no-anchors] [--shared-cores] [--out DIR] [--cborgate PATH] [--only SCENARIO] \
                      [--tls-connections N]"
                 );
                 std::process::exit(2);
@@ -401,6 +405,8 @@ struct Bench {
     /// task runs on the thread that drives it).
     client: tokio::runtime::Runtime,
     anchors: Vec<(Kind, PathBuf)>,
+    /// Where the measured proxies run.
+    cpus: procs::Cpus,
     per_run: Duration,
     /// Whether `perf` counts futex calls here (checked once at the start).
     perf: bool,
@@ -429,6 +435,7 @@ impl Bench {
             &format!("http://{}", self.upstream),
             "legacy",
             &[],
+            self.cpus,
         )
     }
 
@@ -440,6 +447,7 @@ impl Bench {
                 &format!("http://{}", self.upstream),
                 "legacy",
                 &tls.map_or(Vec::new(), pki::Pki::serving),
+                self.cpus,
             )),
             Contestant::Anchor(kind) => {
                 let exe = self
@@ -448,7 +456,7 @@ impl Bench {
                     .find(|(k, _)| *k == kind)
                     .map(|(_, e)| e)
                     .ok_or("not installed")?;
-                Proc::anchor(kind, exe, self.upstream, tls)
+                Proc::anchor(kind, exe, self.upstream, tls, self.cpus)
             }
         }
     }
@@ -640,6 +648,16 @@ fn main() {
         "{} does not exist: run bench/load.sh, which builds it",
         exe.display()
     );
+    // Before any thread starts: every thread of the harness inherits its CPU.
+    let (cpus, placement) = if o.shared_cores {
+        (
+            procs::Cpus::shared(),
+            "proxies and harness on shared CPUs (--shared-cores)".to_string(),
+        )
+    } else {
+        procs::Cpus::split().unwrap_or_else(|why| (procs::Cpus::shared(), why))
+    };
+    eprintln!("placement: {placement}");
     let load_before = loadavg();
     // The upstream, the watches and the idle watches run here; the timed load runs on
     // `Bench::client`'s one thread.
@@ -714,6 +732,7 @@ fn main() {
             .build()
             .unwrap(),
         anchors,
+        cpus,
         per_run: Duration::from_secs_f64(o.seconds),
         perf,
         perf_problems: RefCell::new(Vec::new()),
@@ -841,6 +860,7 @@ fn main() {
     // Anchors that failed to start: not run again.
     let mut failed: Vec<Contestant> = Vec::new();
 
+    let mut codec_after_turns = CodecAfterTurns::default();
     let mut book = Book {
         errors: &mut errors,
         skipped: &mut skipped,
@@ -858,7 +878,19 @@ fn main() {
             progress.show(&what);
             let req = Arc::new((sc.make)(c.config()));
             let shown = |n: u64| progress.show(&format!("{what} {n} req"));
-            bench.turn(c, req, sc.conns, &shown)
+            let outcome = bench.turn(c, req, sc.conns, &shown);
+            if c == TRANSCODED {
+                // The codec's own time right after the turn it is compared with, on
+                // the CPU the proxy had: this host's speed swings up to 2× within
+                // minutes (the LIST's codec time was 5.3 and 9.5 ms a few minutes
+                // apart, nothing else running), so a time taken once at the end, or on
+                // the harness's busy CPU, need not match the turns' state.
+                progress.show(&format!("{what}: the codec's own time"));
+                bench.cpus.run_on(|| {
+                    codec_after_turns.measure(sc.name, &pod, &list, &post_cbor, o.codec_reps)
+                });
+            }
+            outcome
         });
         results.extend(measured.into_iter().filter(|m| !m.samples.is_empty()));
     }
@@ -961,11 +993,12 @@ fn main() {
             &format!("http://{upstream}"),
             "native",
             &pki.serving(),
+            procs::Cpus::shared(),
         );
         let mut flags = pki.serving();
         flags.extend(["--upstream-ca".to_string(), pki.path("ca.pem")]);
         let url = format!("https://localhost:{}", b.addr.port());
-        let a = Proc::cborgate(&exe, &url, "legacy", &flags);
+        let a = Proc::cborgate(&exe, &url, "legacy", &flags, procs::Cpus::shared());
         let open = |n: usize| {
             rt.block_on(async {
                 let mut held = Vec::new();
@@ -995,13 +1028,7 @@ fn main() {
         }
     });
     progress.show("the codec's own time, in this process");
-    let codec = report::CodecTimes {
-        get: j2c_time(&pod, o.codec_reps * 100),
-        post: c2j_time(&post_cbor, POST_PATH, o.codec_reps * 100)
-            + j2c_time(&pod, o.codec_reps * 100),
-        list: j2c_time(&list, o.codec_reps),
-        reps: o.codec_reps,
-    };
+    let codec = codec_after_turns.times(&pod, &list, &post_cbor, o.codec_reps);
     progress.show("done");
     eprintln!();
 
@@ -1041,6 +1068,12 @@ fn main() {
                 h2.kib_per_watch, h2.upstream_connections, h2.watches
             );
         }
+        println!(
+            "the codec's own time: pod J→C {:.1} µs, POST C→J + J→C {:.1} µs, LIST J→C {:.0} µs",
+            codec.get.as_secs_f64() * 1e6,
+            codec.post.as_secs_f64() * 1e6,
+            codec.list.as_secs_f64() * 1e6,
+        );
         eprintln!("--only {only}: no report written");
         return;
     }
@@ -1065,6 +1098,7 @@ fn main() {
         idle_watches: n_idle,
         tls_connections: o.tls_connections,
         anchors: anchor_versions,
+        placement,
         skipped,
         results,
         idle,
@@ -1094,6 +1128,50 @@ fn best_of(reps: usize, mut f: impl FnMut()) -> Duration {
         })
         .min()
         .unwrap_or_default()
+}
+
+/// The codec's own time for each body, measured right after each transcoded turn of the
+/// scenario that carries it (best of the repetitions each time); the report takes the
+/// median over the rounds, as it does for the turns themselves.
+#[derive(Default)]
+struct CodecAfterTurns {
+    get: Vec<Duration>,
+    post: Vec<Duration>,
+    list: Vec<Duration>,
+}
+
+impl CodecAfterTurns {
+    fn measure(&mut self, scenario: &str, pod: &[u8], list: &[u8], post: &[u8], reps: usize) {
+        match scenario {
+            GET_POD => self.get.push(j2c_time(pod, reps * 100)),
+            POST_POD => self
+                .post
+                .push(c2j_time(post, POST_PATH, reps * 100) + j2c_time(pod, reps * 100)),
+            LIST => self.list.push(j2c_time(list, reps)),
+            _ => {}
+        }
+    }
+
+    /// The median for each body; a body whose scenario did not run (`--only`) is
+    /// measured now.
+    fn times(self, pod: &[u8], list: &[u8], post: &[u8], reps: usize) -> report::CodecTimes {
+        let median = |mut v: Vec<Duration>, now: &dyn Fn() -> Duration| {
+            v.sort();
+            match v.len() {
+                0 => now(),
+                n if n % 2 == 1 => v[n / 2],
+                n => (v[n / 2 - 1] + v[n / 2]) / 2,
+            }
+        };
+        report::CodecTimes {
+            get: median(self.get, &|| j2c_time(pod, reps * 100)),
+            post: median(self.post, &|| {
+                c2j_time(post, POST_PATH, reps * 100) + j2c_time(pod, reps * 100)
+            }),
+            list: median(self.list, &|| j2c_time(list, reps)),
+            reps,
+        }
+    }
 }
 
 /// The codec's own time for `json` (JSON → CBOR with the proxy's response settings, one

@@ -17,6 +17,92 @@ use std::time::{Duration, Instant};
 /// Clock ticks per second in `/proc/PID/stat` (`getconf CLK_TCK`; 100 on Linux).
 const CLK_TCK: f64 = 100.0;
 
+/// The CPUs a measured proxy runs on: the ones the harness keeps clear of, so that the
+/// load generator and the upstream (which move every body twice) do not preempt it.
+/// Without the split, a transcoded LIST was preempted about 16 times (involuntary
+/// context switches, 0.6 ms apart: the scheduler's slice) and its codec ran 1.6× slower
+/// than the same codec in this process a moment later; pinned apart, 5 switches and the
+/// codec's own speed.
+#[derive(Clone, Copy)]
+pub struct Cpus(Option<libc::cpu_set_t>);
+
+impl Cpus {
+    /// Wherever the scheduler puts them (`--shared-cores`, or one CPU only).
+    pub fn shared() -> Cpus {
+        Cpus(None)
+    }
+
+    /// Keep the harness (this thread, and every thread started after it) on the last CPU
+    /// it may use, and give the proxies the others; `Err` says why not (one CPU).
+    pub fn split() -> Result<(Cpus, String), String> {
+        // SAFETY: cpu_set_t is plain bits; sched_{get,set}affinity write and read only it.
+        unsafe {
+            let mut all: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut all) != 0 {
+                return Err(format!(
+                    "sched_getaffinity: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let ours: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &all))
+                .collect();
+            let Some((&last, rest)) = ours.split_last().filter(|(_, r)| !r.is_empty()) else {
+                return Err("one CPU only: the proxies share it with the harness".into());
+            };
+            let mut harness: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(last, &mut harness);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &harness) != 0 {
+                return Err(format!(
+                    "sched_setaffinity: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let mut proxies: libc::cpu_set_t = std::mem::zeroed();
+            for &c in rest {
+                libc::CPU_SET(c, &mut proxies);
+            }
+            let list = rest
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            Ok((
+                Cpus(Some(proxies)),
+                format!("the proxy under test on CPU {list}, the harness (load generator, upstream) on CPU {last}"),
+            ))
+        }
+    }
+
+    /// `f`'s result, computed on these CPUs (a thread of its own, pinned there): the
+    /// codec's own time is taken where the proxy ran, in the state its turn left that
+    /// CPU in, not on the harness's CPU, which the load generator keeps busy.
+    pub fn run_on<T: Send>(self, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                if let Some(set) = &self.0 {
+                    // SAFETY: sets this new thread's own affinity from a set made above.
+                    unsafe {
+                        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+                    }
+                }
+                f()
+            })
+            .join()
+            .expect("the pinned thread")
+        })
+    }
+
+    /// How many CPUs the proxies get (their thread or worker count, for the anchors).
+    pub fn count(self) -> usize {
+        match self.0 {
+            // SAFETY: reads the bits of a set made above.
+            Some(set) => unsafe { libc::CPU_COUNT(&set) as usize },
+            None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
 /// The proxy a turn measures.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -90,7 +176,7 @@ pub struct Proc {
 
 impl Proc {
     /// `cborgate serve` in `mode` before `upstream` (a URL), with `extra` flags.
-    pub fn cborgate(exe: &Path, upstream: &str, mode: &str, extra: &[String]) -> Proc {
+    pub fn cborgate(exe: &Path, upstream: &str, mode: &str, extra: &[String], cpus: Cpus) -> Proc {
         let addr = free_port();
         let admin = free_port();
         let mut cmd = Command::new(exe);
@@ -108,7 +194,7 @@ impl Proc {
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-        let p = Proc::spawn(Kind::Cborgate, cmd, addr, None).expect("start cborgate");
+        let p = Proc::spawn(Kind::Cborgate, cmd, addr, None, cpus).expect("start cborgate");
         p.ready().expect("cborgate did not start");
         p
     }
@@ -121,6 +207,7 @@ impl Proc {
         exe: &Path,
         upstream: SocketAddr,
         tls: Option<&Pki>,
+        cpus: Cpus,
     ) -> Result<Proc, String> {
         let addr = free_port();
         let dir = std::env::temp_dir().join(format!(
@@ -130,7 +217,7 @@ impl Proc {
             addr.port()
         ));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let cores = cpus.count();
         let log = dir.join("stderr.log");
         let mut cmd = Command::new(exe);
         match kind {
@@ -167,7 +254,7 @@ impl Proc {
         let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         cmd.stdout(out.try_clone().map_err(|e| e.to_string())?)
             .stderr(out);
-        let p = Proc::spawn(kind, cmd, addr, Some(dir.clone()))?;
+        let p = Proc::spawn(kind, cmd, addr, Some(dir.clone()), cpus)?;
         p.ready().map_err(|e| {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             let err = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
@@ -181,13 +268,18 @@ impl Proc {
         mut cmd: Command,
         addr: SocketAddr,
         dir: Option<PathBuf>,
+        cpus: Cpus,
     ) -> Result<Proc, String> {
         cmd.stdin(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        // SIGTERM, not SIGKILL: nginx's master stops its workers on SIGTERM.
+        // SAFETY: prctl and sched_setaffinity are async-signal-safe system calls; nothing
+        // else runs between fork and exec. SIGTERM, not SIGKILL: nginx's master stops its
+        // workers on SIGTERM.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if let Some(set) = &cpus.0 {
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+                }
                 Ok(())
             });
         }

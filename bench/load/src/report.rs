@@ -33,6 +33,8 @@ pub struct Report {
     pub tls_connections: usize,
     /// The anchors run: version and path.
     pub anchors: Vec<String>,
+    /// Which CPUs the proxies and the harness ran on.
+    pub placement: String,
     /// One line for each anchor not run, and why.
     pub skipped: Vec<String>,
     pub results: Vec<Measured>,
@@ -435,12 +437,12 @@ impl Report {
              pod, to a listener serving an RSA-2048 certificate (as kubeadm makes them); the \
              client is rustls (ring, TLS 1.3, X25519), without resumption, then with a session \
              cache shared by the turn's connections; the upstream is plain HTTP as elsewhere. \
-             Client, upstream and proxy share the machine.\n\
+             Client, upstream and proxy share the machine; placement: {}.\n\
              - **Anchors:** {}\n\
              - **Bodies:** pod {} bytes of JSON, list {} bytes (700 pods), watch events {} \
              bytes each on average.\n\
-             - **The codec's own time** (this process, best of {} for the LIST, {} for the \
-             pod): pod J→C {:.1} µs; pod C→J + J→C (the POST) {:.1} µs; LIST J→C {:.0} µs.\n",
+             - **The codec's own time** (this process, right after each transcoded turn, best \
+             of {} for the LIST, {} for the pod, median over the rounds): pod J→C {:.1} µs; pod C→J + J→C (the POST) {:.1} µs; LIST J→C {:.0} µs.\n",
             self.date,
             self.commit,
             machine(),
@@ -453,6 +455,7 @@ impl Report {
             self.tls_connections,
             crate::TLS_WARM,
             crate::TLS_PARALLEL,
+            self.placement,
             if self.anchors.is_empty() {
                 "none run".to_string()
             } else {
