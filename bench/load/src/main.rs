@@ -179,15 +179,9 @@ impl Measured {
         }
     }
 
-    /// The median over the rounds of `f` (the mean of the middle two for an even count).
+    /// The median over the rounds of `f`.
     pub fn median(&self, f: impl Fn(&Sample) -> f64) -> f64 {
-        let mut v: Vec<f64> = self.samples.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => f64::NAN,
-            n if !n.is_multiple_of(2) => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        median(self.samples.iter().map(f).collect())
     }
 
     /// The lowest and highest over the rounds of `f`.
@@ -221,6 +215,16 @@ impl Measured {
 
     pub fn errors(&self) -> u64 {
         self.samples.iter().map(|s| s.errors).sum()
+    }
+}
+
+/// The median of `v` (the mean of the middle two for an even count; NaN when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if !n.is_multiple_of(2) => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -860,7 +864,14 @@ fn main() {
     // Anchors that failed to start: not run again.
     let mut failed: Vec<Contestant> = Vec::new();
 
-    let mut codec_after_turns = CodecAfterTurns::default();
+    let codec_bodies = CodecBodies {
+        pod: &pod,
+        list: &list,
+        post_cbor: &post_cbor,
+        reps: o.codec_reps,
+    };
+    // (scenario, seconds): the codec's own time after each of its transcoded turns.
+    let mut codec_after_turns: Vec<(&str, f64)> = Vec::new();
     let mut book = Book {
         errors: &mut errors,
         skipped: &mut skipped,
@@ -886,9 +897,9 @@ fn main() {
                 // apart, nothing else running), so a time taken once at the end, or on
                 // the harness's busy CPU, need not match the turns' state.
                 progress.show(&format!("{what}: the codec's own time"));
-                bench.cpus.run_on(|| {
-                    codec_after_turns.measure(sc.name, &pod, &list, &post_cbor, o.codec_reps)
-                });
+                if let Some(t) = bench.cpus.run_on(|| codec_bodies.time(sc.name)) {
+                    codec_after_turns.push((sc.name, t.as_secs_f64()));
+                }
             }
             outcome
         });
@@ -1028,7 +1039,25 @@ fn main() {
         }
     });
     progress.show("the codec's own time, in this process");
-    let codec = codec_after_turns.times(&pod, &list, &post_cbor, o.codec_reps);
+    // The median over the rounds; a body whose scenario did not run (`--only`) is timed now.
+    let codec_time = |scenario: &str| {
+        let after: Vec<f64> = codec_after_turns
+            .iter()
+            .filter(|(s, _)| *s == scenario)
+            .map(|&(_, t)| t)
+            .collect();
+        if after.is_empty() {
+            codec_bodies.time(scenario).expect("a body of its own")
+        } else {
+            Duration::from_secs_f64(median(after))
+        }
+    };
+    let codec = report::CodecTimes {
+        get: codec_time(GET_POD),
+        post: codec_time(POST_POD),
+        list: codec_time(LIST),
+        reps: o.codec_reps,
+    };
     progress.show("done");
     eprintln!();
 
@@ -1070,9 +1099,9 @@ fn main() {
         }
         println!(
             "the codec's own time: pod J→C {:.1} µs, POST C→J + J→C {:.1} µs, LIST J→C {:.0} µs",
-            codec.get.as_secs_f64() * 1e6,
-            codec.post.as_secs_f64() * 1e6,
-            codec.list.as_secs_f64() * 1e6,
+            report::us(codec.get),
+            report::us(codec.post),
+            report::us(codec.list),
         );
         eprintln!("--only {only}: no report written");
         return;
@@ -1130,46 +1159,27 @@ fn best_of(reps: usize, mut f: impl FnMut()) -> Duration {
         .unwrap_or_default()
 }
 
-/// The codec's own time for each body, measured right after each transcoded turn of the
-/// scenario that carries it (best of the repetitions each time); the report takes the
-/// median over the rounds, as it does for the turns themselves.
-#[derive(Default)]
-struct CodecAfterTurns {
-    get: Vec<Duration>,
-    post: Vec<Duration>,
-    list: Vec<Duration>,
+/// The bodies whose codec time the targets use, and how many repetitions to take the
+/// best of (the LIST's; the pod's are a hundred times as many).
+struct CodecBodies<'a> {
+    pod: &'a [u8],
+    list: &'a [u8],
+    post_cbor: &'a [u8],
+    reps: usize,
 }
 
-impl CodecAfterTurns {
-    fn measure(&mut self, scenario: &str, pod: &[u8], list: &[u8], post: &[u8], reps: usize) {
+impl CodecBodies<'_> {
+    /// The codec's own time for the body `scenario` carries (`None`: it has none of its
+    /// own among the targets').
+    fn time(&self, scenario: &str) -> Option<Duration> {
+        let pod_reps = self.reps * 100;
         match scenario {
-            GET_POD => self.get.push(j2c_time(pod, reps * 100)),
-            POST_POD => self
-                .post
-                .push(c2j_time(post, POST_PATH, reps * 100) + j2c_time(pod, reps * 100)),
-            LIST => self.list.push(j2c_time(list, reps)),
-            _ => {}
-        }
-    }
-
-    /// The median for each body; a body whose scenario did not run (`--only`) is
-    /// measured now.
-    fn times(self, pod: &[u8], list: &[u8], post: &[u8], reps: usize) -> report::CodecTimes {
-        let median = |mut v: Vec<Duration>, now: &dyn Fn() -> Duration| {
-            v.sort();
-            match v.len() {
-                0 => now(),
-                n if n % 2 == 1 => v[n / 2],
-                n => (v[n / 2 - 1] + v[n / 2]) / 2,
+            GET_POD => Some(j2c_time(self.pod, pod_reps)),
+            POST_POD => {
+                Some(c2j_time(self.post_cbor, POST_PATH, pod_reps) + j2c_time(self.pod, pod_reps))
             }
-        };
-        report::CodecTimes {
-            get: median(self.get, &|| j2c_time(pod, reps * 100)),
-            post: median(self.post, &|| {
-                c2j_time(post, POST_PATH, reps * 100) + j2c_time(pod, reps * 100)
-            }),
-            list: median(self.list, &|| j2c_time(list, reps)),
-            reps,
+            LIST => Some(j2c_time(self.list, self.reps)),
+            _ => None,
         }
     }
 }

@@ -116,7 +116,7 @@ impl Target {
     }
 }
 
-fn us(d: Duration) -> f64 {
+pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
