@@ -491,9 +491,10 @@ const RINGS: &[(&str, &[&str])] = &[
     ),
     // The glue: the core and all it leans on.
     ("proxy", ALL_BEFORE),
-    // The shell: `ops` reads the configuration and counts; `process` and `commands`
-    // wire everything.
-    ("ops", &["metrics", "config"]),
+    // The shell: `ops` reads the configuration, counts, and writes the request lines
+    // `proxy` hands it (`proxy::request_log::Lines`); `process` and `commands` wire
+    // everything.
+    ("ops", &["metrics", "config", "proxy"]),
     ("process", ALL_BEFORE),
     ("commands", ALL_BEFORE),
 ];

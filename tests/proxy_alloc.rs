@@ -207,7 +207,7 @@ fn allocations_per_request_stay_pinned() {
     config.server.threads = 1;
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = cborgate::config::UpstreamMode::Legacy;
-    let built = cborgate::process::server::build(config.check(None).unwrap()).unwrap();
+    let built = cborgate::process::server::build(config.check(None).unwrap(), None).unwrap();
     let no_log = cborgate::ops::logs::Flush::none();
     std::thread::spawn(move || cborgate::process::server::run(built, no_log));
     let proxy: SocketAddr = format!("127.0.0.1:{listen}").parse().unwrap();

@@ -454,9 +454,10 @@ pub fn run(cmd: ProxyCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let logs = crate::ops::logs::init(&config.log);
-            match crate::process::server::build(config) {
-                Ok(built) => crate::process::server::run(built, logs),
+            let log = crate::ops::logs::init(&config.log);
+            let requests = crate::ops::request_lines::RequestLines::of(&log);
+            match crate::process::server::build(config, requests) {
+                Ok(built) => crate::process::server::run(built, log.flush),
                 Err(e) => {
                     eprintln!("cborgate: configuration error: {e}");
                     ExitCode::from(2)

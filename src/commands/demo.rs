@@ -75,10 +75,15 @@ pub fn run(args: DemoArgs) -> ExitCode {
     config.server.admin = args.admin.clone();
     config.upstream.url = format!("http://{upstream}");
     config.upstream.mode = UpstreamMode::Legacy;
-    let logs = crate::ops::logs::init(&config.log);
+    let log = crate::ops::logs::init(&config.log);
+    let requests = crate::ops::request_lines::RequestLines::of(&log);
+    let logs = log.flush;
     // Bind-check and load everything before printing: the lines must never be
     // printed for a proxy that is not there (or for whatever owns the port).
-    let built = match config.check(None).and_then(crate::process::server::build) {
+    let built = match config
+        .check(None)
+        .and_then(|c| crate::process::server::build(c, requests))
+    {
         Ok(b) => b,
         Err(e) => {
             eprintln!("cborgate: {e}");

@@ -48,10 +48,24 @@ impl HeadLines {
 
     /// The next bytes of the head (and maybe of what follows it, which is ignored).
     pub fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        let mut at = 0;
+        while at < bytes.len() {
             if self.ended {
                 return;
             }
+            // Inside the request line, or a header line whose name is not `Accept`:
+            // nothing matters until the line's end.
+            if self.line_started
+                && !self.in_accept
+                && (!self.request_line_done || self.name_matched == u8::MAX)
+            {
+                match bytes[at..].iter().position(|&b| b == b'\n') {
+                    Some(n) => at += n,
+                    None => return,
+                }
+            }
+            let b = bytes[at];
+            at += 1;
             match b {
                 b'\n' => {
                     if self.line_started {
@@ -155,6 +169,34 @@ mod tests {
                 // The body's newlines after the blank line are not lines of the head.
                 lines.feed(b"\n\nx: y\r\n");
                 assert_eq!(lines.headers, headers);
+            }
+        }
+    }
+
+    #[test]
+    fn any_cut_gives_the_same_count_and_accept() {
+        let mut bytes =
+            b"GET /api HTTP/1.1\r\nAccept-Encoding: gzip\r\nAccept: a/b\r\nX: accept: no\r\n\
+              aCcEpT:c/d\r\n\r\nAccept: body\r\n"
+                .to_vec();
+        bytes.extend_from_slice(&head(20, Some("e/f"))[..]);
+        let mut whole = HeadLines::default();
+        whole.feed(&bytes);
+        assert_eq!(whole.headers, 4);
+        // The CR stays: the refusal's `Accept` parse trims it.
+        assert_eq!(whole.accept, b" a/b\r,c/d\r");
+        for a in 0..bytes.len() {
+            for b in [a, a + 1, a + 9, bytes.len()] {
+                let b = b.min(bytes.len());
+                let mut lines = HeadLines::default();
+                lines.feed(&bytes[..a]);
+                lines.feed(&bytes[a..b]);
+                lines.feed(&bytes[b..]);
+                assert_eq!(
+                    (lines.headers, &lines.accept, lines.ended),
+                    (whole.headers, &whole.accept, whole.ended),
+                    "cut at {a} and {b}"
+                );
             }
         }
     }

@@ -40,7 +40,7 @@ pub const CLIENT_TARGET: &str = "cborgate::client";
 /// come through), writing to stderr through a queue of at most `log.queue_lines`
 /// lines. A second call changes nothing. The [`Flush`] must be called before the
 /// process exits, and dropped otherwise: either writes out the queued lines.
-pub fn init(log: &LogConfig) -> Flush {
+pub fn init(log: &LogConfig) -> Log {
     use std::io::IsTerminal;
     use tracing_subscriber::util::SubscriberInitExt;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter(log.level));
@@ -48,8 +48,27 @@ pub fn init(log: &LogConfig) -> Flush {
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let dropped = metrics().log_lines_dropped_total.clone();
     let (queue, flush) = Queue::new(std::io::stderr(), log.queue_lines, QUEUE_BYTES, dropped);
-    let _ = subscriber(log.format, filter, colour, queue).try_init();
-    flush
+    let lines = queue.clone();
+    let installed = subscriber(log.format, filter, colour, queue)
+        .try_init()
+        .is_ok();
+    // Request lines at the level and filter the subscriber has for their target
+    // (`RUST_LOG=cborgate::proxy=warn` turns them off), decided once: neither changes
+    // while the process runs.
+    let wanted = installed && tracing::enabled!(target: "cborgate::proxy", Level::INFO);
+    Log {
+        requests: wanted.then_some((lines, log.format)),
+        flush,
+    }
+}
+
+/// The process's log, as [`init`] set it up.
+pub struct Log {
+    /// Its writer thread's flush, for every exit path.
+    pub flush: Flush,
+    /// Where request lines go, and in which format (`ops::request_lines`); none when
+    /// the log does not want them.
+    pub(super) requests: Option<(Queue, LogFormat)>,
 }
 
 /// At most this many bytes of lines wait for the writer thread, whatever
@@ -224,7 +243,8 @@ impl Shared {
 
 /// The subscriber's writer: a line goes into the queue if there is room for it,
 /// and is counted as dropped if not. It never waits for stderr.
-struct Queue {
+#[derive(Clone)]
+pub(super) struct Queue {
     shared: Arc<Shared>,
     dropped: IntCounter,
 }
@@ -254,6 +274,15 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Queues one whole line, or counts it as dropped.
+    pub(super) fn line(&self, line: &[u8]) {
+        if !self.shared.push(line) {
+            self.dropped.inc();
+        }
+    }
+}
+
 impl<'a> MakeWriter<'a> for Queue {
     type Writer = Line<'a>;
     fn make_writer(&'a self) -> Line<'a> {
@@ -263,13 +292,11 @@ impl<'a> MakeWriter<'a> for Queue {
 
 /// One line's writer; tracing-subscriber's fmt layer writes each line with one
 /// `write_all`.
-struct Line<'a>(&'a Queue);
+pub(super) struct Line<'a>(&'a Queue);
 
 impl Write for Line<'_> {
     fn write(&mut self, line: &[u8]) -> io::Result<usize> {
-        if !self.0.shared.push(line) {
-            self.0.dropped.inc();
-        }
+        self.0.line(line);
         Ok(line.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -279,14 +306,14 @@ impl Write for Line<'_> {
 
 /// `log.level` for cborgate, `warn` for pingora (its info lines are start-up
 /// and shutdown chatter).
-fn default_filter(level: LogLevel) -> EnvFilter {
+pub(super) fn default_filter(level: LogLevel) -> EnvFilter {
     EnvFilter::new(format!("{},pingora=warn", level.filter()))
 }
 
 /// The output layer, filtered by `filter` and without client noise, and the
 /// layer that counts client noise (whatever `filter` says: a metric does not
 /// depend on the log level).
-fn subscriber<W>(
+pub(super) fn subscriber<W>(
     format: LogFormat,
     filter: EnvFilter,
     colour: bool,
@@ -713,7 +740,7 @@ impl Visit for JsonFields<'_, '_> {
 
 /// A finite number with a fraction or an exponent (`2.0`, `0.036`, `1e16`), so that
 /// a field keeps one number type from line to line.
-fn write_float(out: &mut impl fmt::Write, value: f64) -> fmt::Result {
+pub(super) fn write_float(out: &mut impl fmt::Write, value: f64) -> fmt::Result {
     if value.fract() != 0.0 {
         write!(out, "{value}")
     } else if value.abs() < 1e16 {
@@ -846,7 +873,7 @@ impl Visit for TextVisitor<'_> {
 
 /// `s` as the inside of a JSON string: the quote, the backslash and control
 /// characters escaped (RFC 8259 section 7), everything else as it is.
-fn write_escaped(out: &mut impl fmt::Write, s: &str) -> fmt::Result {
+pub(super) fn write_escaped(out: &mut impl fmt::Write, s: &str) -> fmt::Result {
     let mut from = 0;
     for (at, b) in s.bytes().enumerate() {
         let short = match b {
@@ -871,7 +898,7 @@ fn write_escaped(out: &mut impl fmt::Write, s: &str) -> fmt::Result {
 }
 
 /// A `fmt::Write` that escapes what it is given for the inside of a JSON string.
-struct Escaped<'a, W>(&'a mut W);
+pub(super) struct Escaped<'a, W>(pub(super) &'a mut W);
 
 impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
@@ -880,14 +907,14 @@ impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::Value;
     use std::sync::{Arc, Mutex};
 
     /// What a subscriber wrote.
     #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
+    pub(in crate::ops) struct Capture(Arc<Mutex<Vec<u8>>>);
 
     impl std::io::Write for Capture {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -900,7 +927,7 @@ mod tests {
     }
 
     impl Capture {
-        fn text(&self) -> String {
+        pub(in crate::ops) fn text(&self) -> String {
             String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
         }
     }

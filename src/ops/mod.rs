@@ -8,3 +8,4 @@
 
 pub mod admin;
 pub mod logs;
+pub mod request_lines;

@@ -504,7 +504,7 @@ impl Upstream {
 
     /// Keep the client's Host unless it is missing (HTTP/2 uses :authority).
     pub fn rewrite_host(&self, req: &mut RequestHeader) -> Result<()> {
-        if req.headers.get("host").is_none() {
+        if req.headers.get(http::header::HOST).is_none() {
             req.insert_header("Host", self.host_header())?;
         }
         Ok(())

@@ -201,8 +201,11 @@ fn admin(upstream: &Upstream, gate: &Gate, admission: &Arc<Admission>) -> Admin 
 }
 
 /// Build the server. Every error is a configuration problem (exit status 2)
-/// whose message names the key or flag.
-pub fn build(config: Checked) -> Result<Built, ConfigError> {
+/// whose message names the key or flag. `requests` is where each request's log line goes (`ops::logs::init`; none: no lines).
+pub fn build(
+    config: Checked,
+    requests: Option<Arc<dyn crate::proxy::request_log::Lines>>,
+) -> Result<Built, ConfigError> {
     let config = config.into_inner();
     metrics().count_at_zero(&vocabulary());
     install_tls_policy(&config)?;
@@ -262,7 +265,13 @@ pub fn build(config: Checked) -> Result<Built, ConfigError> {
     );
     let upstream = Arc::new(Upstream::new(&config, upstream_tls.clone())?);
     let budget = BodyBudget::new(config.server.max_buffered_body_bytes);
-    let gate = Gate::new(config.clone(), upstream.clone(), admission.clone(), budget);
+    let gate = Gate::new(
+        config.clone(),
+        upstream.clone(),
+        admission.clone(),
+        budget,
+        requests,
+    );
     let admin = admin(&upstream, &gate, &admission);
     // pingora's `http_proxy_service` with cborgate's own loop around the proxy, for
     // `server.request_read_timeout_seconds` (see src/inbound/accept.rs); same service name.

@@ -25,6 +25,7 @@ use crate::negotiate::{
 };
 use crate::proxy::request_labels::{count_refusal, RequestLabels};
 use bytes::Bytes;
+use http::header::{HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
@@ -146,7 +147,7 @@ fn out_of_turn() -> Box<Error> {
     Error::explain(ErrorType::InternalError, "a request step out of its turn")
 }
 
-fn header<'a>(resp: &'a ResponseHeader, name: &str) -> Option<&'a str> {
+fn header(resp: &ResponseHeader, name: HeaderName) -> Option<&str> {
     resp.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -154,16 +155,16 @@ fn header<'a>(resp: &'a ResponseHeader, name: &str) -> Option<&'a str> {
 fn response_head(resp: &ResponseHeader) -> ResponseHead<'_> {
     ResponseHead {
         status: resp.status.as_u16(),
-        content_type: header(resp, "content-type"),
-        content_encoding: header(resp, "content-encoding"),
-        content_length: header(resp, "content-length").and_then(|v| v.trim().parse().ok()),
+        content_type: header(resp, CONTENT_TYPE),
+        content_encoding: header(resp, CONTENT_ENCODING),
+        content_length: header(resp, CONTENT_LENGTH).and_then(|v| v.trim().parse().ok()),
     }
 }
 
 /// A request that repeats one `Content-Length` (pingora accepts identical repeats) goes
 /// upstream with it once.
 fn single_content_length(req: &mut RequestHeader) -> Result<()> {
-    let mut values = req.headers.get_all("content-length").iter();
+    let mut values = req.headers.get_all(CONTENT_LENGTH).iter();
     if let (Some(first), Some(_)) = (values.next(), values.next()) {
         let first = first.clone();
         req.insert_header("Content-Length", first)?;

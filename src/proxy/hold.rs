@@ -84,7 +84,7 @@ impl Hold {
         if !self.protection.old_limits(agent, user_agent) {
             return Ok(false);
         }
-        let accept = header_list(req, "accept");
+        let accept = header_list(req, http::header::ACCEPT);
         let held = ex.protect_with(|plan| {
             let protected = self.protection.protects(plan, true, accept.as_deref());
             let held = self.protection.holds(plan, protected, declared);

@@ -11,6 +11,7 @@ use crate::metrics::metrics;
 use crate::negotiate::forwarded::{forwarding, ForwardedFor};
 use crate::negotiate::identity::{identify, HeaderNames, Identity};
 use crate::negotiate::pool::{pool, Pool};
+use http::header::HeaderName;
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use pingora::Result;
@@ -32,7 +33,10 @@ pub fn decide(session: &Session, names: &HeaderNames) -> Identity {
 /// The upstream connections the request may share, from its identity and its
 /// `Authorization` headers.
 pub fn pool_of(session: &Session, identity: &Identity) -> Pool {
-    let values = session.req_header().headers.get_all("authorization");
+    let values = session
+        .req_header()
+        .headers
+        .get_all(http::header::AUTHORIZATION);
     pool(identity, values.iter().map(|v| v.as_bytes()))
 }
 
@@ -48,6 +52,11 @@ pub fn apply(id: &Identity, req: &mut RequestHeader) -> Result<()> {
     Ok(())
 }
 
+/// The names looked up on every request, made once (a name given as text is parsed on
+/// each lookup).
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+
 /// Write the client's address into `X-Forwarded-For` (and drop `X-Real-Ip` when
 /// replacing) on the upstream request, from the client's own request head.
 pub fn forward(session: &Session, mode: ForwardedFor, req: &mut RequestHeader) -> Result<()> {
@@ -58,14 +67,14 @@ pub fn forward(session: &Session, mode: ForwardedFor, req: &mut RequestHeader) -
     let sent: Vec<&str> = session
         .req_header()
         .headers
-        .get_all("x-forwarded-for")
+        .get_all(X_FORWARDED_FOR)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
     let f = forwarding(mode, &sent, peer);
-    req.remove_header("x-forwarded-for");
+    req.remove_header(&X_FORWARDED_FOR);
     if f.drop_real_ip {
-        req.remove_header("x-real-ip");
+        req.remove_header(&X_REAL_IP);
     }
     if let Some(v) = f.forwarded_for {
         req.insert_header("x-forwarded-for", v)?;

@@ -79,10 +79,11 @@ impl Gate {
         upstream: Arc<Upstream>,
         admission: Arc<Admission>,
         budget: Arc<BodyBudget>,
+        lines: Option<Arc<dyn request_log::Lines>>,
     ) -> Self {
         Gate {
             hold: hold::Hold::new(&config),
-            steps: Steps::new(config, upstream, admission, budget),
+            steps: Steps::new(config, upstream, admission, budget, lines),
         }
     }
 
@@ -94,10 +95,12 @@ impl Gate {
 
 #[async_trait]
 impl ProxyHttp for Gate {
-    type CTX = Exchange;
+    /// Boxed: pingora keeps the context in its per-request future, which is moved as a
+    /// whole more than once a request; a pointer moves cheaper than the exchange.
+    type CTX = Box<Exchange>;
 
-    fn new_ctx(&self) -> Exchange {
-        Exchange::default()
+    fn new_ctx(&self) -> Box<Exchange> {
+        Box::default()
     }
 
     /// No downstream modules. pingora's default adds its response compression module
@@ -106,13 +109,17 @@ impl ProxyHttp for Gate {
     /// itself (`negotiate::encoding`, `proxy::body`).
     fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
 
-    async fn early_request_filter(&self, session: &mut Session, _: &mut Exchange) -> Result<()> {
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        _: &mut Box<Exchange>,
+    ) -> Result<()> {
         self.steps.head_read(session);
         Ok(())
     }
 
     /// `true`: answered here, locally or by the hold; `false`: pingora sends it upstream.
-    async fn request_filter(&self, session: &mut Session, ex: &mut Exchange) -> Result<bool> {
+    async fn request_filter(&self, session: &mut Session, ex: &mut Box<Exchange>) -> Result<bool> {
         let arrival = self.steps.arrive(session, ex).await?;
         if arrival.answered {
             return Ok(true);
@@ -121,7 +128,9 @@ impl ProxyHttp for Gate {
             .hold
             .protect(session, ex, arrival.client, arrival.declared_len)?
         {
-            true => self.hold.serve(&self.steps, session, ex).await,
+            // Boxed: the hold's future is large and rare, and inline it would be
+            // moved with every request's `request_filter` future.
+            true => Box::pin(self.hold.serve(&self.steps, session, ex)).await,
             false => Ok(false),
         }
     }
@@ -129,7 +138,7 @@ impl ProxyHttp for Gate {
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<Box<HttpPeer>> {
         self.steps.choose_peer(ex).await
     }
@@ -142,7 +151,7 @@ impl ProxyHttp for Gate {
         #[cfg(unix)] fd: std::os::unix::io::RawFd,
         #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
         _digest: Option<&pingora::protocols::Digest>,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<()> {
         self.steps.connected(fd, reused, ex)
     }
@@ -151,7 +160,7 @@ impl ProxyHttp for Gate {
         &self,
         _session: &mut Session,
         _peer: &HttpPeer,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
         e: Box<Error>,
     ) -> Box<Error> {
         ex.connect_turn(None);
@@ -162,7 +171,7 @@ impl ProxyHttp for Gate {
         &self,
         session: &mut Session,
         req: &mut RequestHeader,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<()> {
         self.steps.upstream_request(session, req, ex)
     }
@@ -172,7 +181,7 @@ impl ProxyHttp for Gate {
         _session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<()> {
         ex.request_body(body, end_of_stream)
     }
@@ -181,7 +190,7 @@ impl ProxyHttp for Gate {
         &self,
         _session: &mut Session,
         resp: &mut ResponseHeader,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<()> {
         self.steps.upstream_head(resp, ex)
     }
@@ -191,7 +200,7 @@ impl ProxyHttp for Gate {
         peer: &HttpPeer,
         session: &mut Session,
         e: Box<Error>,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
         client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("Peer: {peer}"));
@@ -203,7 +212,7 @@ impl ProxyHttp for Gate {
         &self,
         session: &mut Session,
         resp: &mut ResponseHeader,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<()> {
         self.steps.client_head(session, resp, ex)
     }
@@ -213,13 +222,13 @@ impl ProxyHttp for Gate {
         _session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> Result<Option<Duration>> {
         self.steps.client_body(body, end_of_stream, ex)?;
         Ok(None)
     }
 
-    fn suppress_error_log(&self, _session: &Session, _ex: &Exchange, _e: &Error) -> bool {
+    fn suppress_error_log(&self, _session: &Session, _ex: &Box<Exchange>, _e: &Error) -> bool {
         // `logging` writes the one line per request, with the error in it, and
         // `fail_to_proxy` one WARN line per upstream failure: pingora's own
         // ERROR line would say the same thing a second time.
@@ -229,7 +238,7 @@ impl ProxyHttp for Gate {
     fn suppress_proxy_warn_log(
         &self,
         _session: &Session,
-        ex: &Exchange,
+        ex: &Box<Exchange>,
         e: &Error,
         _context: ProxyWarnLogContext,
     ) -> bool {
@@ -244,12 +253,12 @@ impl ProxyHttp for Gate {
         &self,
         session: &mut Session,
         e: &Error,
-        ex: &mut Exchange,
+        ex: &mut Box<Exchange>,
     ) -> FailToProxy {
         self.steps.fail(session, e, ex).await
     }
 
-    async fn logging(&self, session: &mut Session, e: Option<&Error>, ex: &mut Exchange) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ex: &mut Box<Exchange>) {
         self.steps.finish(session, e, ex);
     }
 }

@@ -1,30 +1,65 @@
 //! What each request leaves behind: `cborgate_requests_total` and the duration histogram, its one log line
 //! (docs/surface.md "Logs"), and what it held given back.
+//!
+//! The line is a [`Line`] handed to the process's log ([`Lines`], `ops::logs` at start-up),
+//! which writes it in the log's format itself: no `tracing` event per request, whose
+//! dispatch and field-by-field formatting cost more than the rest of the request's
+//! bookkeeping (bench/README.md "Instructions per proxied request").
 
 use super::exchange::Exchange;
 use crate::metrics::metrics;
 use crate::proxy::request_labels::request_series;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
+use std::fmt;
 use std::time::Duration;
+
+/// One request's log line: what it says, in the order it says it (docs/surface.md "Logs").
+/// A field that is `None` is left out of the line.
+pub struct Line<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub status: u16,
+    pub verb: &'a str,
+    pub request_format: &'a str,
+    pub response_format: &'a str,
+    pub upstream: Duration,
+    pub codec: Duration,
+    pub total: Duration,
+    pub client: Option<Client<'a>>,
+    pub user_agent: Option<&'a str>,
+    pub auth: &'a str,
+    pub user: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub ended: Option<&'a str>,
+}
+
+/// The client's address: an IP socket address, or what pingora says of another kind.
+#[derive(Clone, Copy)]
+pub enum Client<'a> {
+    Inet(std::net::SocketAddr),
+    Other(&'a dyn fmt::Display),
+}
+
+/// Where request lines go: the process's log, which writes each one in its own format
+/// and never makes a request wait (`ops::request_lines::RequestLines`).
+pub trait Lines: Send + Sync {
+    fn write(&self, line: &Line<'_>);
+}
 
 /// The status label of a request cborgate never answered because the client
 /// closed its connection first (nginx's "client closed request").
 const CLIENT_CLOSED: u16 = 499;
 
-/// Milliseconds, rounded to the microsecond, for log fields: `0.036`, not
-/// `0.035667000000000004`.
-fn ms(d: Duration) -> f64 {
-    d.as_micros() as f64 / 1000.0
-}
-
-/// The request is over: count it, write its line, and give back what it held.
-pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
+/// The request is over: count it, write its line to `lines` (none: no line), and give
+/// back what it held.
+pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange, lines: Option<&dyn Lines>) {
     let m = metrics();
     let r = ex.record(session.response_written().map(|h| h.status.as_u16()));
     let code = r.status.unwrap_or(CLIENT_CLOSED);
     let formats = [r.request_format, r.response_format];
-    let mut code_buf = [0; 5];
+    let mut code_buf = [0; 20];
     let (count, time) = request_series(
         r.verb,
         code_label(code, &mut code_buf),
@@ -35,37 +70,40 @@ pub fn finish(session: &Session, e: Option<&Error>, ex: &mut Exchange) {
     m.request_duration_seconds
         .with_label_values(&time)
         .observe(r.elapsed.as_secs_f64());
-    let req = session.req_header();
-    let user_agent = req
-        .headers
-        .get("user-agent")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()));
-    // What failed, where it says more than the status and reason do, in words.
-    // A response the drain ended has none: its end was clean.
-    let error = e
-        .filter(|e| !r.ended_by_drain && !matches!(e.etype(), ErrorType::HTTPStatus(_)))
-        .map(error_words);
-    let ended = r.ended_by_drain.then_some("shutdown");
-    tracing::info!(
-        target: "cborgate::proxy",
-        method = %req.method,
-        path = %req.uri.path(),
-        status = code,
-        verb = r.verb,
-        request_format = r.request_format,
-        response_format = r.response_format,
-        upstream_ms = ms(r.upstream_time),
-        codec_ms = ms(r.codec_time),
-        total_ms = ms(r.elapsed),
-        client = session.client_addr().map(tracing::field::display),
-        user_agent = user_agent.as_deref(),
-        auth = r.auth,
-        user = r.user,
-        error,
-        reason = r.reason,
-        ended,
-        "request"
-    );
+    if let Some(lines) = lines {
+        let req = session.req_header();
+        let user_agent = req
+            .headers
+            .get(http::header::USER_AGENT)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()));
+        // What failed, where it says more than the status and reason do, in words.
+        // A response the drain ended has none: its end was clean.
+        let error = e
+            .filter(|e| !r.ended_by_drain && !matches!(e.etype(), ErrorType::HTTPStatus(_)))
+            .map(error_words);
+        let client = session.client_addr();
+        lines.write(&Line {
+            method: req.method.as_str(),
+            path: req.uri.path(),
+            status: code,
+            verb: r.verb,
+            request_format: r.request_format,
+            response_format: r.response_format,
+            upstream: r.upstream_time,
+            codec: r.codec_time,
+            total: r.elapsed,
+            client: client.map(|a| match a.as_inet() {
+                Some(inet) => Client::Inet(*inet),
+                None => Client::Other(a),
+            }),
+            user_agent: user_agent.as_deref(),
+            auth: r.auth,
+            user: r.user,
+            error: error.as_deref(),
+            reason: r.reason,
+            ended: r.ended_by_drain.then_some("shutdown"),
+        });
+    }
     ex.release();
 }
 
@@ -105,9 +143,14 @@ fn error_words(e: &Error) -> String {
 
 /// The `code` label, the status in decimal, written into `buf` rather than a `String`
 /// per request.
-fn code_label(code: u16, buf: &mut [u8; 5]) -> &str {
+fn code_label(code: u16, buf: &mut [u8; 20]) -> &str {
+    decimal(code.into(), buf)
+}
+
+/// `n` in decimal, written into `buf`.
+pub fn decimal(n: u64, buf: &mut [u8; 20]) -> &str {
     let mut at = buf.len();
-    let mut n = code;
+    let mut n = n;
     loop {
         at -= 1;
         buf[at] = b'0' + (n % 10) as u8;
@@ -165,7 +208,7 @@ mod tests {
     #[test]
     fn code_labels_are_the_status_in_decimal() {
         for code in [0, 7, 200, 404, 503, 999, 65535] {
-            assert_eq!(code_label(code, &mut [0; 5]), code.to_string());
+            assert_eq!(code_label(code, &mut [0; 20]), code.to_string());
         }
     }
 }

@@ -56,6 +56,8 @@ pub struct Steps {
     budget: Arc<BodyBudget>,
     codecs: CodecSettings,
     identity_headers: crate::negotiate::identity::HeaderNames,
+    /// The process's log, where each request's line goes (none: no lines).
+    lines: Option<Arc<dyn request_log::Lines>>,
 }
 
 /// A request that has arrived: the answer cborgate gives it itself, if any, and what the
@@ -71,7 +73,10 @@ pub struct Arrival {
 
 /// Join every value of a header with ", " (RFC 9110 list semantics). A single value,
 /// the common case, is borrowed from the request head; joining several allocates.
-pub fn header_list<'r>(req: &'r RequestHeader, name: &str) -> Option<Cow<'r, str>> {
+pub fn header_list<'r>(
+    req: &'r RequestHeader,
+    name: http::header::HeaderName,
+) -> Option<Cow<'r, str>> {
     let mut out: Option<Cow<'r, str>> = None;
     for v in req.headers.get_all(name) {
         let s = String::from_utf8_lossy(v.as_bytes());
@@ -142,6 +147,7 @@ impl Steps {
         upstream: Arc<Upstream>,
         admission: Arc<Admission>,
         budget: Arc<BodyBudget>,
+        lines: Option<Arc<dyn request_log::Lines>>,
     ) -> Self {
         let mode = config.upstream.mode;
         let caps = Arc::new(Capabilities::new(Duration::from_secs(
@@ -161,6 +167,7 @@ impl Steps {
             labels: Arc::new(ResourceLabels::new(config.metrics.max_resources)),
         };
         Steps {
+            lines,
             identity_headers: config.identity_headers(),
             config,
             upstream,
@@ -180,11 +187,12 @@ impl Steps {
     /// The plan for the request head, its size as HTTP/1.1 text, and its declared length.
     fn plan(&self, session: &Session) -> (Plan, usize, Option<u64>) {
         let req = session.req_header();
-        let (accept, content_type) = (header_list(req, "accept"), header_list(req, "content-type"));
-        let accept_encoding = header_list(req, "accept-encoding");
+        use http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_TYPE};
+        let (accept, content_type) = (header_list(req, ACCEPT), header_list(req, CONTENT_TYPE));
+        let accept_encoding = header_list(req, ACCEPT_ENCODING);
         let declared_len = req
             .headers
-            .get("content-length")
+            .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
         let head = RequestHead {
@@ -276,7 +284,7 @@ impl Steps {
         let pool = identity::pool_of(session, &who);
         let (plan, head_bytes, declared_len) = self.plan(session);
         // Who the client is, read once: its metric label and whether it is protected.
-        let user_agent = session.req_header().headers.get("user-agent");
+        let user_agent = session.req_header().headers.get(http::header::USER_AGENT);
         let client = identify_client(user_agent.and_then(|v| v.to_str().ok()));
         let req = session.req_header();
         let method = crate::negotiate::route::Method::parse(req.method.as_str());
@@ -383,7 +391,7 @@ impl Steps {
         resp: &mut ResponseHeader,
         ex: &mut Exchange,
     ) -> Result<()> {
-        let upgrade = session.req_header().headers.get("upgrade");
+        let upgrade = session.req_header().headers.get(http::header::UPGRADE);
         ex.upstream_answered(resp.status.as_u16(), upgrade.and_then(|v| v.to_str().ok()));
         self.connection_reuse(session);
         if ex.relabel_response(resp, framing(session), &self.codecs)? {
@@ -451,6 +459,6 @@ impl Steps {
     /// and what it held given back.
     pub fn finish(&self, session: &mut Session, e: Option<&Error>, ex: &mut Exchange) {
         connections::release(session.as_downstream());
-        request_log::finish(session, e, ex);
+        request_log::finish(session, e, ex, self.lines.as_deref());
     }
 }
