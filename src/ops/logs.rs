@@ -272,9 +272,7 @@ impl Queue {
         let flush = Flush(Arc::new(FlushOnDrop(shared.clone())));
         (Queue { shared, dropped }, flush)
     }
-}
 
-impl Queue {
     /// Queues one whole line, or counts it as dropped.
     pub(super) fn line(&self, line: &[u8]) {
         if !self.shared.push(line) {
@@ -829,18 +827,7 @@ impl Visit for TextVisitor<'_> {
         if !self.plain(field) {
             return self.default_fields(field, |v| v.record_str(field, value));
         }
-        // What `Debug` writes unchanged: printable ASCII but the quote and the backslash.
-        let plain = value
-            .bytes()
-            .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\');
-        let w = &mut self.writer;
-        self.result = if plain {
-            w.write_char('"')
-                .and_then(|()| w.write_str(value))
-                .and_then(|()| w.write_char('"'))
-        } else {
-            write!(w, "{value:?}")
-        };
+        self.result = write_debug_str(&mut self.writer, value);
     }
     /// A `%` value's `Display`, which tracing passes as its `Debug`.
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -868,6 +855,22 @@ impl Visit for TextVisitor<'_> {
         } else {
             self.default_fields(field, |v| v.record_f64(field, value));
         }
+    }
+}
+
+/// `value` as Rust's `Debug` writes a string (what tracing-subscriber writes for a string
+/// field), without the formatting machinery when `Debug` leaves it unchanged: printable
+/// ASCII but the quote and the backslash.
+pub(super) fn write_debug_str(out: &mut impl fmt::Write, value: &str) -> fmt::Result {
+    let plain = value
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\');
+    if plain {
+        out.write_char('"')?;
+        out.write_str(value)?;
+        out.write_char('"')
+    } else {
+        write!(out, "{value:?}")
     }
 }
 

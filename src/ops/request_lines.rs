@@ -7,7 +7,7 @@
 //!
 //! Request lines are never coloured, even on a terminal.
 
-use super::logs::{write_escaped, write_float, Log, Queue};
+use super::logs::{write_debug_str, write_escaped, write_float, Log, Queue};
 use crate::config::LogFormat;
 use crate::proxy::request_log::{decimal, Client, Line, Lines};
 use std::cell::RefCell;
@@ -38,26 +38,32 @@ impl RequestLines {
             json: format == LogFormat::Json,
         }))
     }
+
+    /// Formats `line` into `out` and queues it.
+    fn queue_in(&self, out: &mut String, line: &Line<'_>) {
+        let now = SystemTime::now();
+        // Writing into a String does not fail.
+        let _ = if self.json {
+            json(out, now, line)
+        } else {
+            text(out, now, line)
+        };
+        self.queue.line(out.as_bytes());
+    }
 }
 
 impl Lines for RequestLines {
     fn write(&self, line: &Line<'_>) {
-        TEXT.with(|t| {
-            let Ok(mut t) = t.try_borrow_mut() else {
-                return;
-            };
-            t.clear();
-            let now = SystemTime::now();
-            // Writing into a String does not fail.
-            let _ = if self.json {
-                json(&mut t, now, line)
-            } else {
-                text(&mut t, now, line)
-            };
-            self.queue.line(t.as_bytes());
-            if t.capacity() > KEEP {
-                *t = String::new();
+        TEXT.with(|t| match t.try_borrow_mut() {
+            Ok(mut t) => {
+                t.clear();
+                self.queue_in(&mut t, line);
+                if t.capacity() > KEEP {
+                    *t = String::new();
+                }
             }
+            // Only were a line written while another is formatted on the same thread.
+            Err(_) => self.queue_in(&mut String::new(), line),
         });
     }
 }
@@ -82,7 +88,7 @@ fn text(out: &mut String, now: SystemTime, l: &Line<'_>) -> fmt::Result {
         out.push(' ');
         out.push_str(name);
         out.push('=');
-        text_str(out, v)
+        write_debug_str(out, v)
     };
     quoted(out, "verb", l.verb)?;
     quoted(out, "request_format", l.request_format)?;
@@ -119,22 +125,6 @@ fn last_strings<'a>(l: &Line<'a>) -> [(&'static str, Option<&'a str>); 6] {
         ("reason", l.reason),
         ("ended", l.ended),
     ]
-}
-
-/// A string field in the text format: quoted, escaped as Rust's `Debug` escapes it
-/// (what tracing-subscriber writes), which leaves printable ASCII but the quote and the
-/// backslash as it is.
-fn text_str(out: &mut String, v: &str) -> fmt::Result {
-    if v.bytes()
-        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
-    {
-        out.push('"');
-        out.push_str(v);
-        out.push('"');
-        Ok(())
-    } else {
-        write!(out, "{v:?}")
-    }
 }
 
 /// `ops::logs`'s flat JSON: `timestamp`, `level`, `target`, `message`, then the fields.

@@ -201,7 +201,8 @@ fn admin(upstream: &Upstream, gate: &Gate, admission: &Arc<Admission>) -> Admin 
 }
 
 /// Build the server. Every error is a configuration problem (exit status 2)
-/// whose message names the key or flag. `requests` is where each request's log line goes (`ops::logs::init`; none: no lines).
+/// whose message names the key or flag. `requests` is where each request's log line goes
+/// (`ops::request_lines::RequestLines::of`; none: no lines).
 pub fn build(
     config: Checked,
     requests: Option<Arc<dyn crate::proxy::request_log::Lines>>,

@@ -1,7 +1,8 @@
 //! What each request leaves behind: `cborgate_requests_total` and the duration histogram, its one log line
 //! (docs/surface.md "Logs"), and what it held given back.
 //!
-//! The line is a [`Line`] handed to the process's log ([`Lines`], `ops::logs` at start-up),
+//! The line is a [`Line`] handed to the process's log ([`Lines`], `ops::request_lines`, given at
+//! start-up),
 //! which writes it in the log's format itself: no `tracing` event per request, whose
 //! dispatch and field-by-field formatting cost more than the rest of the request's
 //! bookkeeping (bench/README.md "Instructions per proxied request").
