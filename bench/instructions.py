@@ -124,7 +124,7 @@ def command(o, binary, up_port, port):
     toggle = [] if o.whole else ["--toggle-collect=*ReadTimeout*process_new*"]
     return toggle + [binary, "serve", "--mode", "legacy",
                      "--upstream", f"http://127.0.0.1:{up_port}",
-                     "--listen", f"127.0.0.1:{port}", "--admin", "127.0.0.1:0",
+                     "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{free_port()}",
                      "--log-level", o.log_level]
 
 

@@ -1027,9 +1027,17 @@ mod tests {
             "[::1]8080",
             "[]:80",
             ":-1",
+            ":0",
+            "127.0.0.1:0",
+            "[::1]:0",
         ] {
             assert_eq!(a(bad), None, "{bad}");
         }
+        let e = checked("[server]\nadmin = \"127.0.0.1:0\"\n").unwrap_err();
+        assert!(
+            e.0.starts_with("server.admin (--admin): \"127.0.0.1:0\": port 0"),
+            "{e}"
+        );
         let e = listen_addr("fd00::5:9464").unwrap_err();
         assert!(e.contains("write [fd00::5]:9464"), "{e}");
         let e = checked("[server]\nlisten = \"fd00::5:9464\"\n").unwrap_err();

@@ -8,7 +8,21 @@
 /// IPV6_V6ONLY off, as Go does; `0.0.0.0:PORT` where the host has no IPv6, see
 /// `process::server`). An IPv6 address with a port and no brackets (`fd00::5:9464`) is
 /// refused with the bracketed form to write instead; the error says what to write.
+/// Port 0 is refused too: the kernel would pick a port no client, probe or scrape
+/// could be pointed at, and the start-up check, which connects to the configured
+/// port, could never see the listener.
 pub fn listen_addr(addr: &str) -> Result<std::net::SocketAddr, String> {
+    let a = any_port(addr)?;
+    if a.port() == 0 {
+        return Err(format!(
+            "{addr:?}: port 0 would be a port the kernel picks, which no client or probe \
+             could be pointed at: give the port to listen on"
+        ));
+    }
+    Ok(a)
+}
+
+fn any_port(addr: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::{IpAddr, Ipv6Addr, SocketAddr, ToSocketAddrs};
     let forms = "IP:PORT, [IP]:PORT, HOST:PORT or :PORT";
     let bad = || format!("{addr:?} is not a listen address ({forms})");
