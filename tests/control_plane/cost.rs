@@ -182,6 +182,9 @@ fn start_proxy(s: &mut Suite, kind: Kind, serving: &Leaf, haproxy: &Path) -> Pro
             // The suite's Gate, on this half's serving certificate: the suite's own
             // (and its running cborgate) are unchanged.
             let suite_serving = std::mem::replace(&mut s.pki.gate_serving, clone_leaf(serving));
+            // `CBORGATE_CP_COST_FLAGS`: more flags for this half's cborgate (`--threads 1`).
+            let flags = std::env::var("CBORGATE_CP_COST_FLAGS").unwrap_or_default();
+            let flags: Vec<&str> = flags.split_whitespace().collect();
             let gate = Gate::start(
                 &s.dir,
                 "cost-cborgate",
@@ -189,7 +192,7 @@ fn start_proxy(s: &mut Suite, kind: Kind, serving: &Leaf, haproxy: &Path) -> Pro
                 &s.api.addr,
                 "legacy",
                 &listen,
-                &[],
+                &flags,
             );
             s.pki.gate_serving = suite_serving;
             Proxy {
