@@ -125,8 +125,9 @@ pub struct Metrics {
     pub log_lines_dropped_total: IntCounter,
     pub upstream_resolve_failures_total: IntCounter,
     /// `reason` is one of [`Vocabulary::retry_reasons`]: `refused`, the upstream refused the request
-    /// unprocessed (an HTTP/2 GOAWAY or REFUSED_STREAM); `connection`, an idempotent
-    /// request whose reused connection failed.
+    /// unprocessed (an HTTP/2 GOAWAY or REFUSED_STREAM); `ended_before_body`, the upstream
+    /// ended the request's HTTP/2 stream before it had the whole body; `connection`, an
+    /// idempotent request whose reused connection failed.
     pub upstream_retries_total: IntCounterVec,
     pub upstream_connections_opened_total: IntCounter,
     pub upstream_ready: IntGauge,

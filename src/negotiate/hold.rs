@@ -113,8 +113,9 @@ impl Holding {
             body_kept: true,
             answered: false,
             refused: false,
+            ended_before_body: false,
             transport: reused,
-            refused_retries: 0,
+            resent: 0,
             replay: false,
             answered_locally: false,
         })

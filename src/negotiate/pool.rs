@@ -11,6 +11,14 @@
 //! the connection it came on) is sent again, whatever its method, as Go's HTTP/2
 //! transport does, over HTTP/1.1.
 //!
+//! Likewise a request whose HTTP/2 stream the upstream ended before it had the whole body:
+//! kube-apiserver answers a body it will not read (a CBOR one it cannot decode: 415) as
+//! soon as it has the head, and Go's server then resets the stream with `NO_ERROR`; a body
+//! pingora holds before the attempt (one cborgate read whole) goes only after the head,
+//! and its write, failing on the ended stream, takes the answer with it. The upstream
+//! never had the body, so it did not act on it: the request is sent again, over HTTP/1.1,
+//! where the answer cannot be lost so (docs/wire.md §5a).
+//!
 //! Pure and total: no I/O, no panics, only `std`.
 
 use super::identity::{Identity, Method};
@@ -52,12 +60,13 @@ pub fn pool<'a>(identity: &Identity, mut authorization: impl Iterator<Item = &'a
 }
 
 impl Pool {
-    /// Whether an attempt goes over HTTP/1.1 only, after `refused_retries` refused
-    /// attempts: every anonymous one, as kube-apiserver's GOAWAY after an anonymous
-    /// request applies to HTTP/2 only; and a refused request sent again, so that no
-    /// other client's GOAWAY can refuse it a second time (docs/wire.md §5a).
-    pub fn http1_only(self, refused_retries: u8) -> bool {
-        self == Pool::Anonymous || refused_retries > 0
+    /// Whether an attempt goes over HTTP/1.1 only, after `resent` attempts the upstream
+    /// did not act on ([`Retry::resends`]): every anonymous one, as kube-apiserver's
+    /// GOAWAY after an anonymous request applies to HTTP/2 only; and a request sent again
+    /// so, so that no other client's GOAWAY can refuse it a second time and no stream can
+    /// end under its body again (docs/wire.md §5a).
+    pub fn http1_only(self, resent: u8) -> bool {
+        self == Pool::Anonymous || resent > 0
     }
 
     /// The key that keeps the pools apart in the connection pool, with `generation`, the
@@ -72,9 +81,10 @@ impl Pool {
     }
 }
 
-/// How many times a request the upstream refused unprocessed is sent again, on top of
-/// the retries an idempotent request gets anyway.
-pub const REFUSED_RETRIES: u8 = 1;
+/// How many times a request the upstream did not act on (refused unprocessed, or its
+/// stream ended before the body) is sent again, on top of the retries an idempotent
+/// request gets anyway.
+pub const RESENDS: u8 = 1;
 
 /// What is known about a failed upstream attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,11 +99,18 @@ pub struct Attempt {
     /// last-stream-id of a graceful GOAWAY, was refused with `REFUSED_STREAM`, or could
     /// not be opened on a connection already going away (docs/wire.md §5a).
     pub refused: bool,
+    /// The upstream ended the HTTP/2 stream before it had the whole request body: the
+    /// write of a body pingora held before the attempt failed on a stream already reset
+    /// or gone away. Whatever the upstream answered first (kube-apiserver's 415 to a CBOR
+    /// body, followed by a `NO_ERROR` reset) is lost with it; the upstream did not act
+    /// on a body it never had (docs/wire.md §5a).
+    pub ended_before_body: bool,
     /// The retry that pingora's own rule allows (a connection that failed while reused,
     /// a refusal), whatever the method.
     pub transport: bool,
-    /// Refused attempts of this request already sent again.
-    pub refused_retries: u8,
+    /// Attempts of this request the upstream did not act on already sent again
+    /// ([`Retry::resends`]).
+    pub resent: u8,
     /// The failure is `auto` mode's own signal after an upstream 415: send the request
     /// again with its body as JSON (docs/wire.md §5).
     pub replay: bool,
@@ -109,27 +126,37 @@ pub enum Retry {
     Replay,
     /// The upstream refused it unprocessed.
     Refused,
+    /// The upstream ended its HTTP/2 stream before it had the whole body.
+    EndedBeforeBody,
     /// An idempotent request whose connection failed, as pingora retries it.
     Connection,
 }
 
 impl Retry {
     /// The retries `cborgate_upstream_retries_total` counts, each with its `reason`.
-    pub const COUNTED: [Retry; 2] = [Retry::Refused, Retry::Connection];
+    pub const COUNTED: [Retry; 3] = [Retry::Refused, Retry::EndedBeforeBody, Retry::Connection];
 
     /// The `reason` label; the replay has none (it is a fallback).
     pub const fn label(self) -> Option<&'static str> {
         match self {
             Retry::Replay => None,
             Retry::Refused => Some("refused"),
+            Retry::EndedBeforeBody => Some("ended_before_body"),
             Retry::Connection => Some("connection"),
         }
+    }
+
+    /// A request the upstream did not act on, sent again ([`RESENDS`] times at most,
+    /// then over HTTP/1.1 only: [`Pool::http1_only`]).
+    pub const fn resends(self) -> bool {
+        matches!(self, Retry::Refused | Retry::EndedBeforeBody)
     }
 }
 
 /// Whether, and why, the request is sent again: never when cborgate answers it itself,
-/// without its whole body or after an answer began; the replay once; a refused one, any
-/// method, [`REFUSED_RETRIES`] times; an idempotent one whenever pingora's rule allows.
+/// without its whole body or after an answer began; the replay once; one the upstream
+/// did not act on (refused, or its stream ended before the body), any method,
+/// [`RESENDS`] times in all; an idempotent one whenever pingora's rule allows.
 pub fn retry(a: &Attempt) -> Option<Retry> {
     if a.answered_locally || !a.body_kept {
         None
@@ -137,8 +164,10 @@ pub fn retry(a: &Attempt) -> Option<Retry> {
         Some(Retry::Replay)
     } else if a.answered {
         None
-    } else if a.refused && a.refused_retries < REFUSED_RETRIES {
+    } else if a.refused && a.resent < RESENDS {
         Some(Retry::Refused)
+    } else if a.ended_before_body && a.resent < RESENDS {
+        Some(Retry::EndedBeforeBody)
     } else {
         (a.idempotent && a.transport).then_some(Retry::Connection)
     }
@@ -293,12 +322,27 @@ mod tests {
     }
 
     #[test]
-    fn anonymous_requests_and_refused_retries_go_over_http1() {
+    fn anonymous_requests_and_resent_ones_go_over_http1() {
         assert!(Pool::Anonymous.http1_only(0));
         assert!(Pool::Anonymous.http1_only(1));
         assert!(!Pool::Credentialed.http1_only(0));
-        // Sent again after a refusal: over HTTP/1.1, where no GOAWAY can refuse it.
+        // Sent again after a refusal, or a stream ended before its body: over HTTP/1.1,
+        // where no GOAWAY can refuse it and no stream end under its body.
         assert!(Pool::Credentialed.http1_only(1));
+        for r in [
+            Retry::Replay,
+            Retry::Refused,
+            Retry::EndedBeforeBody,
+            Retry::Connection,
+        ] {
+            let counted = Retry::COUNTED.contains(&r);
+            assert_eq!(r.label().is_some(), counted, "{r:?}");
+            assert_eq!(
+                r.resends(),
+                matches!(r, Retry::Refused | Retry::EndedBeforeBody),
+                "{r:?}"
+            );
+        }
         for generation in [0, 1, 7, u64::MAX >> 1] {
             assert_ne!(
                 Pool::Anonymous.group_key(generation),
@@ -318,8 +362,9 @@ mod tests {
             body_kept: true,
             answered: false,
             refused: false,
+            ended_before_body: false,
             transport: true,
-            refused_retries: 0,
+            resent: 0,
             replay: false,
             answered_locally: false,
         };
@@ -329,7 +374,16 @@ mod tests {
         };
         let refused = |a: Attempt, n: u8| Attempt {
             refused: true,
-            refused_retries: n,
+            resent: n,
+            ..a
+        };
+        // pingora's write of a body it held before the attempt failed on an HTTP/2
+        // stream the upstream had ended (a 415 and its `NO_ERROR` reset came first, or
+        // a reset before any answer): no transport retry of pingora's own.
+        let ended = |a: Attempt, n: u8| Attempt {
+            ended_before_body: true,
+            transport: false,
+            resent: n,
             ..a
         };
         let replay = Attempt {
@@ -379,6 +433,53 @@ mod tests {
                 Attempt {
                     answered: true,
                     ..refused(post, 0)
+                },
+                None,
+            ),
+            (
+                "a POST whose stream ended before its body",
+                ended(post, 0),
+                Some(EndedBeforeBody),
+            ),
+            (
+                "a GET whose stream ended before its body",
+                ended(get, 0),
+                Some(EndedBeforeBody),
+            ),
+            (
+                "a POST whose stream ended before its body, sent again already",
+                ended(post, 1),
+                None,
+            ),
+            (
+                "a POST whose stream ended before its body, after a refusal",
+                Attempt {
+                    refused: false,
+                    ..ended(refused(post, 1), 1)
+                },
+                None,
+            ),
+            (
+                "a POST whose stream ended before its body that was not kept",
+                Attempt {
+                    body_kept: false,
+                    ..ended(post, 0)
+                },
+                None,
+            ),
+            (
+                "a POST whose stream ended before its body, after the answer began",
+                Attempt {
+                    answered: true,
+                    ..ended(post, 0)
+                },
+                None,
+            ),
+            (
+                "a POST whose stream ended before its body, answered by cborgate",
+                Attempt {
+                    answered_locally: true,
+                    ..ended(post, 0)
                 },
                 None,
             ),

@@ -73,8 +73,9 @@ struct Request {
     /// Its `group`, `resource` and `client` metric labels.
     labels: RequestLabels,
     request: RequestBody,
-    /// Attempts the upstream refused unprocessed that were sent again.
-    refused_retries: u8,
+    /// Attempts the upstream did not act on (refused unprocessed, or their stream ended
+    /// before the body) that were sent again.
+    resent: u8,
     /// A client with old CBOR limits that accepts JSON (`proxy::hold`): its family.
     protected: Option<ClientFamily>,
 }
@@ -235,7 +236,7 @@ impl Exchange {
             pool,
             labels,
             request,
-            refused_retries: 0,
+            resent: 0,
             protected: None,
         });
     }
@@ -311,7 +312,7 @@ impl Exchange {
         let r = self.proxied()?;
         Ok(PeerChoice {
             long_running: r.plan.long_running,
-            http1_only: r.plan.needs_http1() || r.pool.http1_only(r.refused_retries),
+            http1_only: r.plan.needs_http1() || r.pool.http1_only(r.resent),
             cert: r.identity.upstream_cert,
             pool: r.pool,
         })
@@ -482,13 +483,14 @@ impl Exchange {
             body_kept: failure.body_kept,
             answered: failure.answered,
             refused: failure.refused,
+            ended_before_body: failure.ended_before_body,
             transport: failure.transport,
-            refused_retries: r.refused_retries,
+            resent: r.resent,
             replay: r.request.replaying() && failure.replay_signal,
             answered_locally,
         });
-        if again == Some(Retry::Refused) {
-            r.refused_retries += 1;
+        if again.is_some_and(Retry::resends) {
+            r.resent += 1;
         }
         again
     }
@@ -694,6 +696,9 @@ pub struct RetryFacts {
     pub body_kept: bool,
     pub answered: bool,
     pub refused: bool,
+    /// The upstream ended the HTTP/2 stream before it had the whole body
+    /// ([`local_reply::ended_before_body`]).
+    pub ended_before_body: bool,
     pub transport: bool,
     /// The error is a 415 (the replay's signal, when a replay is under way).
     pub replay_signal: bool,

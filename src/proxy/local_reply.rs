@@ -166,6 +166,39 @@ pub fn refused(e: &Error) -> bool {
             || (h2e.is_reset() && h2e.reason() == Some(h2::Reason::REFUSED_STREAM)))
 }
 
+/// Whether pingora's error is its write of the request body failing because the upstream
+/// had ended the HTTP/2 stream before it had the whole body (docs/wire.md §5a). pingora
+/// writes a body it holds before the attempt (one cborgate read whole, or its retry
+/// buffer) before it reads the answer, and a failure of that write ends the attempt
+/// (pingora-proxy 0.9.1 `proxy_h2.rs`, `bidirection_down_to_up`): an answer the upstream
+/// gave first is lost with it. kube-apiserver 1.36.2 answers a CBOR body with 415 as soon
+/// as it has the head, then resets the stream with `NO_ERROR` (Go's HTTP/2 server, a
+/// complete response while the request body is open; tests/proxy/early_answer.rs). The
+/// write then finds the stream closed: no capacity to reserve (pingora-core 0.9.1
+/// `protocols/http/v2/mod.rs`: h2's `poll_capacity` has none for a stream that can no
+/// longer send), or, between the two, no stream to send on. Only an upstream error of the
+/// write itself counts, wherever it is in the chain (`error_while_proxy` adds the peer
+/// around it); an error reading the answer does not.
+pub fn ended_before_body(e: &Error) -> bool {
+    std::iter::successors(Some(e), |e| {
+        e.cause
+            .as_ref()
+            .and_then(|c| c.downcast_ref::<Box<Error>>())
+            .map(|b| &**b)
+    })
+    .any(|e| {
+        let context = e.context.as_ref().map(|c| c.as_str());
+        e.esource() == &pingora::ErrorSource::Upstream
+            && matches!(
+                (e.etype(), context),
+                (
+                    ErrorType::H2Error,
+                    Some("cannot reserve capacity" | "while waiting for capacity")
+                ) | (ErrorType::WriteError, Some("while writing h2 request body"))
+            )
+    })
+}
+
 /// Whether pingora's error is the upstream ending a response whose head had already
 /// arrived (`answered`): a reset, a closed connection or a read error in the body.
 /// One line per upstream failure, in an operator's words (no pingora error name); pingora's
@@ -272,6 +305,91 @@ mod tests {
         )));
         assert!(!refused(&Error::new(ErrorType::ConnectionClosed)));
         assert!(!refused(&Error::new(ErrorType::H2Error)));
+    }
+
+    #[test]
+    fn only_a_body_write_on_an_ended_stream_is_ended_before_body() {
+        // As pingora makes them: the write's error, marked upstream by `send_body_to2`,
+        // then wrapped with the peer by `error_while_proxy`.
+        let write = |t: ErrorType, context: &'static str| {
+            Error::explain(t, context)
+                .into_up()
+                .more_context("Peer: addr: 127.0.0.1:6443")
+        };
+        let io = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let table: &[(&str, Box<Error>, bool)] = &[
+            (
+                "no capacity to reserve on a stream that can no longer send",
+                write(ErrorType::H2Error, "cannot reserve capacity"),
+                true,
+            ),
+            (
+                "waiting for capacity failed",
+                write(ErrorType::H2Error, "while waiting for capacity"),
+                true,
+            ),
+            (
+                "no stream to send on",
+                Error::because(
+                    ErrorType::WriteError,
+                    "while writing h2 request body",
+                    h2::Error::from(h2::Reason::NO_ERROR),
+                )
+                .into_up(),
+                true,
+            ),
+            (
+                "the write itself, unwrapped",
+                Error::explain(ErrorType::H2Error, "cannot reserve capacity").into_up(),
+                true,
+            ),
+            (
+                "a reset before any answer, read with the head",
+                Error::because(
+                    ErrorType::H2Error,
+                    "while reading h2 header",
+                    h2::Error::from(h2::Reason::INTERNAL_ERROR),
+                )
+                .into_up()
+                .more_context("Peer: addr: 127.0.0.1:6443"),
+                false,
+            ),
+            (
+                "an HTTP/1.1 body write",
+                Error::because(ErrorType::WriteError, "while writing body", io()).into_up(),
+                false,
+            ),
+            (
+                "the same words from the client's side",
+                {
+                    let mut e = Error::explain(ErrorType::H2Error, "cannot reserve capacity");
+                    e.as_down();
+                    e
+                },
+                false,
+            ),
+            (
+                "an h2 write that timed out",
+                write(
+                    ErrorType::WriteTimedout,
+                    "while writing h2 request body, timeout: 1s",
+                ),
+                false,
+            ),
+            (
+                "a closed connection",
+                Error::new_up(ErrorType::ConnectionClosed),
+                false,
+            ),
+            (
+                "the replay's signal",
+                Error::new(ErrorType::HTTPStatus(415)),
+                false,
+            ),
+        ];
+        for (what, e, want) in table {
+            assert_eq!(ended_before_body(e), *want, "{what}: {e}");
+        }
     }
 
     #[test]

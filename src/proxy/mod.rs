@@ -244,9 +244,10 @@ impl ProxyHttp for Gate {
     ) -> bool {
         // The 415 replay is auto mode working as designed (counted in
         // `cborgate_fallbacks_total`), and so is sending again a request the upstream
-        // refused unprocessed (counted in `cborgate_upstream_retries_total`; docs/wire.md
-        // §5a): neither is something to warn about.
-        ex.is_replay(e) || local_reply::refused(e)
+        // did not act on, refused unprocessed or its stream ended before the body
+        // (counted in `cborgate_upstream_retries_total`; docs/wire.md §5a): neither is
+        // something to warn about.
+        ex.is_replay(e) || local_reply::refused(e) || local_reply::ended_before_body(e)
     }
 
     async fn fail_to_proxy(

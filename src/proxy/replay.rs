@@ -8,8 +8,9 @@
 //! still in hand.
 //!
 //! Every other retry is decided here too ([`decide_retry`]): pingora's rule for
-//! idempotent requests, and a request the upstream refused unprocessed, which is sent
-//! again whatever its method (docs/wire.md §5a).
+//! idempotent requests, and a request the upstream did not act on (refused unprocessed,
+//! or whose HTTP/2 stream it ended before it had the body), which is sent again whatever
+//! its method (docs/wire.md §5a).
 
 use super::exchange::{Exchange, RetryFacts};
 use super::transcode::CodecSettings;
@@ -49,8 +50,9 @@ pub fn start(ex: &mut Exchange, s: &CodecSettings, budget: &Arc<BodyBudget>) -> 
 /// Whether pingora retries after `e`, as [`crate::negotiate::pool::retry`] decides: the
 /// replay once, with the whole body still kept; pingora's own rule (idempotent requests
 /// whose body was kept, on a fresh connection when the failed one was reused); a request
-/// the upstream refused unprocessed (then any method, once). A retry other than the
-/// replay is counted in `cborgate_upstream_retries_total`.
+/// the upstream refused unprocessed, or whose stream it ended before it had the body
+/// (then any method, once, over HTTP/1.1). A retry other than the replay is counted in
+/// `cborgate_upstream_retries_total`.
 pub fn decide_retry(e: &mut Error, ex: &mut Exchange, session: &Session, client_reused: bool) {
     e.retry.decide_reuse(client_reused);
     let facts = RetryFacts {
@@ -58,6 +60,7 @@ pub fn decide_retry(e: &mut Error, ex: &mut Exchange, session: &Session, client_
         body_kept: !session.as_ref().retry_buffer_truncated(),
         answered: session.response_written().is_some(),
         refused: super::local_reply::refused(e),
+        ended_before_body: super::local_reply::ended_before_body(e),
         transport: e.retry(),
         replay_signal: matches!(e.etype(), ErrorType::HTTPStatus(415)),
     };

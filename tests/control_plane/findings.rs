@@ -4,7 +4,10 @@
 //!   `binaryData`, Secret `data`) byte for byte, as it does against a CBOR-enabled
 //!   apiserver;
 //! - a gzip-compressed CBOR list is about the size the CBOR-enabled apiserver sends;
-//! - an upstream that resets is not counted as a client that went away (499).
+//! - an upstream that resets is not counted as a client that went away (499);
+//! - a CBOR body is answered (415) from the request head before it has come, and the
+//!   stream is then reset with `NO_ERROR` (why a body cborgate sends after the head can
+//!   meet an ended stream: docs/wire.md §5a).
 
 use crate::cbor::{self, Item};
 use crate::cbor_client::{cbor_request, ACCEPT};
@@ -15,13 +18,17 @@ use crate::procs::free_port;
 use crate::Suite;
 use serde_json::json;
 
-pub const CASES: [crate::Case; 3] = [
+pub const CASES: [crate::Case; 4] = [
     (
         "generic_cbor_round_trip_keeps_byte_fields",
         byte_fields_round_trip,
     ),
     ("gzip_list_within_5_percent_of_native", gzip_size),
     ("upstream_reset_is_not_counted_as_499", upstream_reset),
+    (
+        "cbor_body_answered_before_it_arrives_then_reset_no_error",
+        early_answer,
+    ),
 ];
 
 /// The bytes a ConfigMap's `binaryData` and a Secret's `data` hold.
@@ -206,4 +213,73 @@ fn upstream_reset(s: &mut Suite) {
         lines.iter().all(|l| !l.contains("status=499")),
         "logged as 499: {lines:?}"
     );
+}
+
+/// Straight to the CBOR-off apiserver over HTTP/2, with the admin token: a POST that says
+/// it has a CBOR body and never sends it gets the 415 whole, then the stream is reset with
+/// `NO_ERROR` (Go's HTTP/2 server, a complete response while the request body is open;
+/// RFC 9113 §8.1), after which the body can no longer be sent. This is what
+/// tests/proxy/early_answer.rs's upstream does to cborgate.
+fn early_answer(s: &mut Suite) {
+    use std::sync::Arc;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in crate::http::rustls_pemfile_certs(&s.pki.ca.path) {
+        roots.add(c).unwrap();
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(crate::support::pki::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let (addr, token) = (s.api.addr.clone(), s.pki.admin_token.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, body, reset, late_write) = rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let host = addr.rsplit_once(':').unwrap().0.to_string();
+        let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let (client, conn) = h2::client::handshake(tls).await.unwrap();
+        tokio::spawn(conn);
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!(
+                "https://{addr}/api/v1/namespaces/default/configmaps"
+            ))
+            .header("content-type", "application/cbor")
+            .header("accept", "application/json")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-length", "100")
+            .body(())
+            .unwrap();
+        let (resp, mut send) = client.send_request(req, false).unwrap();
+        let limit = std::time::Duration::from_secs(30);
+        let resp = tokio::time::timeout(limit, resp).await.unwrap().unwrap();
+        let status = resp.status().as_u16();
+        let mut recv = resp.into_body();
+        let mut body = Vec::new();
+        while let Some(piece) = recv.data().await {
+            let piece = piece.expect("the answer is whole");
+            let _ = recv.flow_control().release_capacity(piece.len());
+            body.extend_from_slice(&piece);
+        }
+        let reset = tokio::time::timeout(limit, std::future::poll_fn(|cx| send.poll_reset(cx)))
+            .await
+            .expect("the stream is reset")
+            .unwrap();
+        let late_write = send.send_data(bytes::Bytes::from(vec![0xa0; 100]), true);
+        (status, body, reset, late_write.is_ok())
+    });
+    assert_eq!(status, 415, "{}", String::from_utf8_lossy(&body));
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["reason"], "UnsupportedMediaType", "{v}");
+    assert_eq!(reset, h2::Reason::NO_ERROR);
+    assert!(!late_write, "the body could still be sent after the reset");
 }

@@ -15,6 +15,7 @@ mod auto;
 mod bodies;
 mod client_scenario;
 mod connections;
+mod early_answer;
 mod faults;
 mod forwarded;
 mod goaway;
