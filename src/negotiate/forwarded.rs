@@ -70,6 +70,32 @@ pub fn forwarding(mode: ForwardedFor, sent: &[&str], peer: Option<IpAddr>) -> Fo
 /// that it is one allocation and a header value can take it without copying.
 fn exact_text(ip: IpAddr) -> String {
     use std::fmt::Write;
+    if let IpAddr::V4(v4) = ip {
+        // Every request's address, most of them IPv4: the digits by hand (`forwarding`
+        // about 530 instructions a request, 1,260 through `fmt`; bench/README.md
+        // "Instructions per proxied request").
+        let mut buf = [0u8; 15];
+        let mut len = 0;
+        for (i, octet) in v4.octets().into_iter().enumerate() {
+            if i > 0 {
+                buf[len] = b'.';
+                len += 1;
+            }
+            let digits = [octet / 100, octet / 10 % 10, octet % 10];
+            let skip = if octet >= 100 {
+                0
+            } else if octet >= 10 {
+                1
+            } else {
+                2
+            };
+            for d in &digits[skip..] {
+                buf[len] = b'0' + d;
+                len += 1;
+            }
+        }
+        return String::from_utf8_lossy(&buf[..len]).into_owned();
+    }
     /// Long enough for any IPv6 address's text (45 bytes with an embedded IPv4).
     struct Text {
         buf: [u8; 64],
@@ -163,6 +189,9 @@ mod tests {
         for ip in [
             "1.2.3.4",
             "255.255.255.255",
+            "0.0.0.0",
+            "10.0.99.100",
+            "192.168.1.9",
             "::1",
             "2001:db8::7",
             "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",

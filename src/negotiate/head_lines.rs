@@ -64,6 +64,16 @@ impl HeadLines {
                     None => return,
                 }
             }
+            // Inside `Accept`'s value: kept up to the line's end (or the cap) in one copy;
+            // the end itself is read below.
+            if self.in_accept && bytes[at] != b'\n' {
+                let rest = &bytes[at..];
+                let n = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+                let room = MAX_ACCEPT.saturating_sub(self.accept.len());
+                self.accept.extend_from_slice(&rest[..n.min(room)]);
+                at += n;
+                continue;
+            }
             let b = bytes[at];
             at += 1;
             match b {
@@ -94,12 +104,6 @@ impl HeadLines {
     }
 
     fn header_byte(&mut self, b: u8) {
-        if self.in_accept {
-            if self.accept.len() < MAX_ACCEPT {
-                self.accept.push(b);
-            }
-            return;
-        }
         let at = usize::from(self.name_matched);
         if at < ACCEPT.len() {
             if b.to_ascii_lowercase() == ACCEPT[at] {

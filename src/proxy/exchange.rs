@@ -399,25 +399,23 @@ impl Exchange {
 
     /// Decide what to do with the upstream's response head: the request is answered by
     /// the upstream from here (a second head, after an informational one, decides anew).
-    pub fn decide_response(&mut self, resp: &ResponseHeader) -> Result<OnResponse> {
+    /// With it, in upgrade mode, whether the head shows the upstream refuses (or speaks)
+    /// CBOR, for `/readyz` ([`Plan::cbor_support`]): the head's fields are read once.
+    pub fn decide_response(
+        &mut self,
+        resp: &ResponseHeader,
+    ) -> Result<(OnResponse, Option<CborSupport>)> {
         let r = match &self.stage {
             Stage::Proxied(r) | Stage::Answered(r, _) => r,
             _ => return Err(out_of_turn()),
         };
-        let decision = r
-            .plan
-            .on_response(response_head(resp), r.request.replaying());
+        let head = response_head(resp);
+        let decision = r.plan.on_response(head, r.request.replaying());
+        let support = r.plan.cbor_support(head);
         self.stage
             .advance(|r| Stage::Answered(r, ResponseBody::new(decision)))?;
         self.account.format = Some(decision.format);
-        Ok(decision)
-    }
-
-    /// Upgrade mode: whether the upstream's response head shows it refuses (or speaks)
-    /// CBOR, for `/readyz` ([`Plan::cbor_support`]).
-    pub fn cbor_support(&self, resp: &ResponseHeader) -> Result<Option<CborSupport>> {
-        let (r, _) = self.upstream_answer()?;
-        Ok(r.plan.cbor_support(response_head(resp)))
+        Ok((decision, support))
     }
 
     /// What the answer taught `auto` mode, and the key it is remembered under.

@@ -72,12 +72,13 @@ pub fn forward(session: &Session, mode: ForwardedFor, req: &mut RequestHeader) -
         .filter_map(|v| v.to_str().ok())
         .collect();
     let f = forwarding(mode, &sent, peer);
-    req.remove_header(&X_FORWARDED_FOR);
     if f.drop_real_ip {
         req.remove_header(&X_REAL_IP);
     }
-    if let Some(v) = f.forwarded_for {
-        req.insert_header("x-forwarded-for", v)?;
+    match f.forwarded_for {
+        // Inserting replaces every line the client sent.
+        Some(v) => req.insert_header(X_FORWARDED_FOR, v)?,
+        None => drop(req.remove_header(&X_FORWARDED_FOR)),
     }
     Ok(())
 }

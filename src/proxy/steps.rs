@@ -369,9 +369,9 @@ impl Steps {
     /// as the upstream's JSON), what it says of the upstream's CBOR and what `auto`
     /// learns; `auto`'s 415 becomes the error that replays the request.
     pub fn upstream_head(&self, resp: &ResponseHeader, ex: &mut Exchange) -> Result<()> {
-        let decision = ex.decide_response(resp)?;
+        let (decision, support) = ex.decide_response(resp)?;
         ex.protect_at_head()?;
-        if let Some(support) = ex.cbor_support(resp)? {
+        if let Some(support) = support {
             self.upstream.readiness.record_cbor(support);
         }
         if let Some((key, learned)) = ex.learned()? {
