@@ -221,32 +221,15 @@ fn upstream_reset(s: &mut Suite) {
 /// RFC 9113 §8.1), after which the body can no longer be sent. This is what
 /// tests/proxy/early_answer.rs's upstream does to cborgate.
 fn early_answer(s: &mut Suite) {
-    use std::sync::Arc;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in crate::http::rustls_pemfile_certs(&s.pki.ca.path) {
-        roots.add(c).unwrap();
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(crate::support::pki::provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let roots = crate::http::rustls_pemfile_certs(&s.pki.ca.path);
     let (addr, token) = (s.api.addr.clone(), s.pki.admin_token.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let (status, body, reset, late_write) = rt.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let host = addr.rsplit_once(':').unwrap().0.to_string();
-        let name = rustls::pki_types::ServerName::try_from(host).unwrap();
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        let (client, conn) = h2::client::handshake(tls).await.unwrap();
-        tokio::spawn(conn);
+        let host = addr.rsplit_once(':').unwrap().0;
+        let client = crate::support::http2::connect(addr.as_str(), host, roots).await;
         let mut client = client.ready().await.unwrap();
         let req = http::Request::builder()
             .method("POST")

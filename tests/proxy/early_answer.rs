@@ -23,11 +23,12 @@
 use crate::support::bodies::cbor;
 use crate::support::harness::Harness;
 use crate::support::http::Conn;
-use crate::support::pki::{provider, Ca};
+use crate::support::http2;
+use crate::support::pki::Ca;
+use crate::upstream::{answer_h1, answer_h2, read_h1, Tls};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// The send window the upstream gives each HTTP/2 stream: smaller than any body here.
 const WINDOW: u32 = 16;
@@ -81,43 +82,6 @@ fn answer(method: &str, cbor: bool, body: Vec<u8>) -> (u16, Vec<u8>) {
     }
 }
 
-type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
-
-/// Start the upstream on loopback; its address and what it sees.
-fn upstream(rt: &tokio::runtime::Runtime, ca: &Ca) -> (std::net::SocketAddr, Arc<Seen>) {
-    let leaf = ca.server("early-answer-upstream");
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der], leaf.key)
-        .unwrap();
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let seen = Arc::new(Seen::default());
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let s = seen.clone();
-    rt.spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, seen) = (acceptor.clone(), s.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    serve_h2(tls, seen).await;
-                } else {
-                    serve_h1(tls, seen).await;
-                }
-            });
-        }
-    });
-    (addr, seen)
-}
-
 async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
     let Ok(mut conn) = h2::server::Builder::new()
         .initial_window_size(WINDOW)
@@ -157,15 +121,7 @@ async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
                 return;
             }
             let (status, body) = answer(&method, cbor, body);
-            let resp = http::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .header("content-length", body.len())
-                .body(())
-                .unwrap();
-            if let Ok(mut send) = respond.send_response(resp, false) {
-                let _ = send.send_data(body.into(), true);
-            }
+            answer_h2(&mut respond, status, body);
             // Both handles dropped here with the response complete and the request body
             // still open (the CBOR one): h2's server resets the stream with `NO_ERROR`
             // once the response is out (`maybe_cancel`), as Go's does.
@@ -175,55 +131,18 @@ async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
 
 async fn serve_h1(tls: Tls, seen: Arc<Seen>) {
     let mut io = tokio::io::BufReader::new(tls);
-    loop {
-        let mut line = String::new();
-        if io.read_line(&mut line).await.unwrap_or(0) == 0 {
-            return;
-        }
-        let mut words = line.split_whitespace();
-        let method = words.next().unwrap_or_default().to_string();
-        let target = words.next().unwrap_or_default().to_string();
-        let (mut len, mut content_type) = (0usize, None::<Vec<u8>>);
-        loop {
-            let mut h = String::new();
-            if io.read_line(&mut h).await.unwrap_or(0) == 0 {
-                return;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (name, value) = h.split_once(':').unwrap_or((h, ""));
-            let value = value.trim();
-            match name.to_ascii_lowercase().as_str() {
-                "content-length" => len = value.parse().unwrap_or(0),
-                "content-type" => content_type = Some(value.as_bytes().to_vec()),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; len];
-        if io.read_exact(&mut body).await.is_err() {
-            return;
-        }
-        let cbor = is_cbor(content_type.as_deref());
-        if method == "POST" {
+    while let Some(req) = read_h1(&mut io).await {
+        let cbor = is_cbor(req.header("content-type").map(str::as_bytes));
+        if req.method == "POST" {
             let counter = if cbor { &seen.h1_cbor } else { &seen.h1_json };
             counter.fetch_add(1, Ordering::SeqCst);
         }
-        if fail_of(target.split_once('?').map(|(_, q)| q)) != Fail::No {
+        if fail_of(req.target.split_once('?').map(|(_, q)| q)) != Fail::No {
             seen.failed.fetch_add(1, Ordering::SeqCst);
             return;
         }
-        let (status, body) = answer(&method, cbor, body);
-        let head = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        let out = io.get_mut();
-        if out.write_all(head.as_bytes()).await.is_err()
-            || out.write_all(&body).await.is_err()
-            || out.flush().await.is_err()
-        {
+        let (status, body) = answer(&req.method, cbor, req.body);
+        if !answer_h1(io.get_mut(), status, &body).await {
             return;
         }
     }
@@ -237,23 +156,8 @@ fn direct_cbor_post(
     addr: std::net::SocketAddr,
     ca: &Ca,
 ) -> (u16, Option<h2::Reason>) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.der()).unwrap();
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
     rt.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        let (client, conn) = h2::client::handshake(tls).await.unwrap();
-        tokio::spawn(conn);
+        let client = http2::connect(addr, "localhost", [ca.der()]).await;
         let mut client = client.ready().await.unwrap();
         let req = http::Request::builder()
             .method("POST")
@@ -289,25 +193,13 @@ struct Setup {
 }
 
 fn start(tag: &str) -> Setup {
-    let dir = std::env::temp_dir().join(format!("cborgate-{tag}-{}", std::process::id()));
-    let ca = Ca::new(&dir, "ca");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (addr, seen) = upstream(&rt, &ca);
-    let h = Harness::proxy_to(
-        &format!("https://127.0.0.1:{}", addr.port()),
-        "auto",
-        &["--upstream-ca", &ca.path],
-    );
+    let up = crate::upstream::start(tag, "early-answer-upstream", serve_h2, serve_h1);
     Setup {
-        h,
-        seen,
-        rt,
-        ca,
-        upstream: addr,
+        h: up.cborgate("auto"),
+        seen: up.seen,
+        rt: up.rt,
+        ca: up.ca,
+        upstream: up.addr,
     }
 }
 

@@ -12,11 +12,10 @@
 
 use crate::support::harness::Harness;
 use crate::support::http::Conn;
-use crate::support::pki::{provider, Ca};
+use crate::upstream::{answer_h1, answer_h2, read_h1, Tls};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// How long an HTTP/2 connection refuses streams before its GOAWAY goes out, once it is
 /// going away: long enough that the token clients' requests meet it.
@@ -64,43 +63,6 @@ fn answer(method: &str, who: Who, body: Vec<u8>) -> (u16, Vec<u8>) {
         _ => (200, br#"{"major":"1","minor":"36","gitVersion":"v1.36.2"}"#.to_vec()),
     }
 }
-
-/// Start the upstream on loopback; its address and what it sees.
-fn upstream(rt: &tokio::runtime::Runtime, ca: &Ca) -> (std::net::SocketAddr, Arc<Seen>) {
-    let leaf = ca.server("goaway-upstream");
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der], leaf.key)
-        .unwrap();
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let seen = Arc::new(Seen::default());
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let s = seen.clone();
-    rt.spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, seen) = (acceptor.clone(), s.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    serve_h2(tls, seen).await;
-                } else {
-                    serve_h1(tls, seen).await;
-                }
-            });
-        }
-    });
-    (addr, seen)
-}
-
-type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
 async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
     let Ok(mut conn) = h2::server::handshake(tls).await else {
@@ -150,15 +112,7 @@ async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
                         _ => 0,
                     };
                     let (status, body) = answer(&method, w, body);
-                    let resp = http::Response::builder()
-                        .status(status)
-                        .header("content-type", "application/json")
-                        .header("content-length", body.len())
-                        .body(())
-                        .unwrap();
-                    if let Ok(mut send) = respond.send_response(resp, false) {
-                        let _ = send.send_data(body.into(), true);
-                    }
+                    answer_h2(&mut respond, status, body);
                 });
             }
             _ = shutdown => {
@@ -173,54 +127,19 @@ async fn serve_h2(tls: Tls, seen: Arc<Seen>) {
 
 async fn serve_h1(tls: Tls, seen: Arc<Seen>) {
     let mut io = tokio::io::BufReader::new(tls);
-    loop {
-        let mut line = String::new();
-        if io.read_line(&mut line).await.unwrap_or(0) == 0 {
-            return;
-        }
-        let mut words = line.split_whitespace();
-        let method = words.next().unwrap_or_default().to_string();
-        let version = words.next() == Some("/version");
-        let (mut len, mut auth, mut close) = (0usize, None::<Vec<u8>>, false);
-        loop {
-            let mut h = String::new();
-            if io.read_line(&mut h).await.unwrap_or(0) == 0 {
-                return;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (name, value) = h.split_once(':').unwrap_or((h, ""));
-            let value = value.trim();
-            match name.to_ascii_lowercase().as_str() {
-                "content-length" => len = value.parse().unwrap_or(0),
-                "authorization" => auth = Some(value.as_bytes().to_vec()),
-                "connection" => close = value.eq_ignore_ascii_case("close"),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; len];
-        if io.read_exact(&mut body).await.is_err() {
-            return;
-        }
-        let w = who(auth.as_deref());
-        match (w, method.as_str()) {
+    while let Some(req) = read_h1(&mut io).await {
+        let w = who(req.header("authorization").map(str::as_bytes));
+        let version = req.target == "/version";
+        match (w, req.method.as_str()) {
             (Who::Anonymous, "GET") if version => seen.anonymous_h1.fetch_add(1, Ordering::SeqCst),
             (Who::Token, "POST") => seen.posts_h1.fetch_add(1, Ordering::SeqCst),
             _ => 0,
         };
-        let (status, body) = answer(&method, w, body);
-        let head = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        let out = io.get_mut();
-        if out.write_all(head.as_bytes()).await.is_err()
-            || out.write_all(&body).await.is_err()
-            || out.flush().await.is_err()
-            || close
-        {
+        let close = req
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let (status, body) = answer(&req.method, w, req.body);
+        if !answer_h1(io.get_mut(), status, &body).await || close {
             return;
         }
     }
@@ -244,19 +163,8 @@ fn run(
     tag: &str,
     authorization: Option<&'static str>,
 ) -> (Outcome, Arc<Seen>, Harness, tokio::runtime::Runtime) {
-    let dir = std::env::temp_dir().join(format!("cborgate-{tag}-{}", std::process::id()));
-    let ca = Ca::new(&dir, "ca");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (addr, seen) = upstream(&rt, &ca);
-    let h = Harness::proxy_to(
-        &format!("https://127.0.0.1:{}", addr.port()),
-        "legacy",
-        &["--upstream-ca", &ca.path],
-    );
+    let up = crate::upstream::start(tag, "goaway-upstream", serve_h2, serve_h1);
+    let h = up.cborgate("legacy");
     let proxy = h.proxy;
     let stop = Arc::new(AtomicBool::new(false));
     let loop_stop = stop.clone();
@@ -327,9 +235,9 @@ fn run(
             other_statuses,
             other_closed,
         },
-        seen,
+        up.seen,
         h,
-        rt,
+        up.rt,
     )
 }
 

@@ -29,3 +29,4 @@ mod protect;
 mod shutdown;
 mod streams;
 mod tls;
+mod upstream;

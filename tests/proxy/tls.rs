@@ -59,37 +59,15 @@ pub fn path(p: &Path, f: &str) -> String {
     p.join(f).to_str().unwrap().to_string()
 }
 
-/// GET over TLS + HTTP/2; returns status, content type and the whole body.
-/// An HTTP/2 connection over TLS (ALPN `h2`) to `addr`, trusting `ca`.
+/// An HTTP/2 connection over TLS (ALPN `h2`) to `addr` as `localhost`, trusting `ca`.
 pub async fn h2_connect(
     addr: std::net::SocketAddr,
     ca: &CertificateDer<'static>,
 ) -> h2::client::SendRequest<bytes::Bytes> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.clone()).unwrap();
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    assert_eq!(
-        tls.get_ref().1.alpn_protocol(),
-        Some(&b"h2"[..]),
-        "ALPN chose h2"
-    );
-    let (client, conn) = h2::client::handshake(tls).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
+    crate::support::http2::connect(addr, "localhost", [ca.clone()]).await
 }
 
+/// GET over TLS + HTTP/2; returns status, content type and the whole body.
 async fn h2_get(
     addr: std::net::SocketAddr,
     ca: &CertificateDer<'static>,

@@ -290,6 +290,7 @@ pub fn json_canon(text: &[u8]) -> Vec<J> {
 pub mod bodies;
 pub mod harness;
 pub mod http;
+pub mod http2;
 pub mod pki;
 pub mod promql;
 pub mod scenario;
