@@ -13,7 +13,7 @@
 //!   the client connected from, and the client's `X-Real-Ip` is dropped. Audit shows
 //!   `[the client, cborgate]`, whatever the client sent.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// `server.forwarded_for`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,35 +66,40 @@ pub fn forwarding(mode: ForwardedFor, sent: &[&str], peer: Option<IpAddr>) -> Fo
     }
 }
 
+/// An IPv4 address as its `Display` writes it (`10.0.99.100`), written into `buf`: every
+/// request's address, for `X-Forwarded-For` and the request line, with the digits by hand
+/// (`forwarding` about 530 instructions a request, 1,260 through `fmt`; bench/README.md
+/// "Instructions per proxied request").
+pub fn ipv4_text(ip: Ipv4Addr, buf: &mut [u8; 15]) -> &str {
+    let mut len = 0;
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[len] = b'.';
+            len += 1;
+        }
+        let digits = [octet / 100, octet / 10 % 10, octet % 10];
+        let skip = if octet >= 100 {
+            0
+        } else if octet >= 10 {
+            1
+        } else {
+            2
+        };
+        for d in &digits[skip..] {
+            buf[len] = b'0' + d;
+            len += 1;
+        }
+    }
+    // Only ASCII digits and dots were written.
+    std::str::from_utf8(&buf[..len]).unwrap_or_default()
+}
+
 /// `ip` as text in a `String` of exactly its length: formatted on the stack first, so
 /// that it is one allocation and a header value can take it without copying.
 fn exact_text(ip: IpAddr) -> String {
     use std::fmt::Write;
     if let IpAddr::V4(v4) = ip {
-        // Every request's address, most of them IPv4: the digits by hand (`forwarding`
-        // about 530 instructions a request, 1,260 through `fmt`; bench/README.md
-        // "Instructions per proxied request").
-        let mut buf = [0u8; 15];
-        let mut len = 0;
-        for (i, octet) in v4.octets().into_iter().enumerate() {
-            if i > 0 {
-                buf[len] = b'.';
-                len += 1;
-            }
-            let digits = [octet / 100, octet / 10 % 10, octet % 10];
-            let skip = if octet >= 100 {
-                0
-            } else if octet >= 10 {
-                1
-            } else {
-                2
-            };
-            for d in &digits[skip..] {
-                buf[len] = b'0' + d;
-                len += 1;
-            }
-        }
-        return String::from_utf8_lossy(&buf[..len]).into_owned();
+        return ipv4_text(v4, &mut [0; 15]).to_owned();
     }
     /// Long enough for any IPv6 address's text (45 bytes with an embedded IPv4).
     struct Text {

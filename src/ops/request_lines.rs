@@ -9,6 +9,7 @@
 
 use super::logs::{write_debug_str, write_escaped, write_float, Log, Queue};
 use crate::config::LogFormat;
+use crate::negotiate::forwarded::ipv4_text;
 use crate::proxy::request_log::{decimal, Client, Line, Lines};
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
@@ -180,12 +181,7 @@ fn json(out: &mut String, now: SystemTime, l: &Line<'_>) -> fmt::Result {
 fn client(out: &mut String, c: Client<'_>) -> fmt::Result {
     match c {
         Client::Inet(std::net::SocketAddr::V4(a)) => {
-            for (i, o) in a.ip().octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                integer(out, o.into())?;
-            }
+            out.push_str(ipv4_text(*a.ip(), &mut [0; 15]));
             out.push(':');
             integer(out, a.port().into())
         }
