@@ -9,8 +9,7 @@
 
 use super::logs::{write_debug_str, write_escaped, write_float, Log, Queue};
 use crate::config::LogFormat;
-use crate::negotiate::forwarded::ipv4_text;
-use crate::proxy::request_log::{decimal, Client, Line, Lines};
+use crate::proxy::request_log::{decimal, ipv4_text, Client, Line, Lines};
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::sync::Arc;

@@ -9,6 +9,9 @@
 
 use super::exchange::Exchange;
 use crate::metrics::metrics;
+/// The client's IPv4 address as text, for the line's `client` field (`ops` writes the
+/// line and imports only what `proxy` hands it).
+pub use crate::negotiate::forwarded::ipv4_text;
 use crate::proxy::request_labels::request_series;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorType};
