@@ -136,11 +136,7 @@ impl Connections {
     /// Wrap an HTTP/1 client stream: its first head must be complete within the
     /// head timeout from now.
     pub fn wrap(self: &Arc<Self>, inner: Stream, held: Held) -> Conn {
-        // A stream on a socket carries its socket's digest, and its id is the socket's
-        // descriptor (pingora's l4 `Stream`, and the TLS stream over it, say so).
-        let socket = inner.get_socket_digest().map(|_| inner.id());
         Conn {
-            socket,
             inner,
             phase: AtomicU8::new(HEAD),
             arriving: AtomicU8::new(0),
@@ -171,10 +167,8 @@ pub struct Conn {
     arriving: AtomicU8,
     deadline: Pin<Box<Sleep>>,
     connections: Arc<Connections>,
-    /// The client's socket, for [`gather`]; `None` for a stream on no socket.
-    socket: Option<UniqueIDType>,
-    /// `TCP_CORK` is on: this response's writes go out as full segments, the rest when
-    /// it ends ([`gather`], [`release`]).
+    /// This response's flushes are held back until its terminating chunk is written
+    /// ([`gather`], [`release`]).
     gathering: AtomicBool,
     /// The lines of the head being read.
     lines: HeadLines,
@@ -239,22 +233,19 @@ impl Conn {
         }
     }
 
-    /// Hold partial segments back (`TCP_CORK`) until [`Conn::release`]: the head, the
-    /// chunks and the terminating chunk that pingora flushes one by one leave as one
-    /// segment where they fit in one. Linux sends what is held after 200 ms at most
-    /// (tcp(7)), so a release that never came would delay, never lose, the end.
+    /// Hold this response's flushes back until its terminating chunk is written, so
+    /// that the head, the chunks and the end that pingora flushes one by one leave in
+    /// one send where the write buffer holds them (a larger body still leaves as the
+    /// buffer fills). Only for a chunked body that pingora ends with [`LAST_CHUNK`]
+    /// ([`crate::negotiate::response::Relabel::gather`]): nothing else would let the
+    /// held bytes go.
     fn gather(&self) {
-        let Some(fd) = self.socket else { return };
-        if !self.gathering.swap(true, Ordering::AcqRel) && !cork(fd, true) {
-            self.gathering.store(false, Ordering::Release);
-        }
+        self.gathering.store(true, Ordering::Release);
     }
 
-    /// Send what [`Conn::gather`] held back, now.
+    /// The response is over: flushes go through again.
     fn release(&self) {
-        if let (Some(fd), true) = (self.socket, self.gathering.swap(false, Ordering::AcqRel)) {
-            cork(fd, false);
-        }
+        self.gathering.store(false, Ordering::Release);
     }
 
     /// The `Conn` inside a pingora session's stream, if it is one (HTTP/1 only).
@@ -271,38 +262,25 @@ pub fn head_read(session: &pingora::protocols::http::ServerSession) {
     }
 }
 
-/// This response's writes leave in full segments until [`release`] (`TCP_CORK`; see
-/// [`crate::negotiate::response::Relabel::gather`]). Nothing for HTTP/2.
+/// This response's flushes are held back until its terminating chunk
+/// ([`crate::negotiate::response::Relabel::gather`]). Nothing for HTTP/2.
 pub fn gather(session: &pingora::protocols::http::ServerSession) {
     if let Some(conn) = session.stream().and_then(Conn::of) {
         conn.gather();
     }
 }
 
-/// The response is over: what [`gather`] held back leaves now. Called for every
-/// request; nothing when nothing was gathered.
+/// The response is over: flushes go through again. Called for every request.
 pub fn release(session: &pingora::protocols::http::ServerSession) {
     if let Some(conn) = session.stream().and_then(Conn::of) {
         conn.release();
     }
 }
 
-/// Sets or clears `TCP_CORK` on the client's socket; false if the socket refused.
-fn cork(fd: UniqueIDType, on: bool) -> bool {
-    let value: libc::c_int = on.into();
-    // SAFETY: `fd` is the socket this Conn owns, open for as long as the Conn; the
-    // option value is a c_int that lives across the call, and its size is passed.
-    let set = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CORK,
-            std::ptr::from_ref(&value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    set == 0
-}
+/// The terminating chunk of a chunked body, as pingora writes it, alone
+/// (pingora-core 0.9.1 `protocols/http/v1/body.rs`: `LAST_CHUNK`,
+/// `do_finish_chunked_body`), before the flush that must go through.
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 impl Drop for Conn {
     fn drop(&mut self) {
@@ -359,10 +337,16 @@ impl AsyncWrite for Conn {
         if let Some(done) = self.poll_refusal(cx) {
             return done.map_ok(|()| buf.len());
         }
+        if buf == LAST_CHUNK {
+            self.release();
+        }
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.gathering.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
@@ -377,6 +361,12 @@ impl AsyncWrite for Conn {
     ) -> Poll<io::Result<usize>> {
         if let Some(done) = self.poll_refusal(cx) {
             return done.map_ok(|()| bufs.iter().map(|b| b.len()).sum());
+        }
+        // pingora's cancel-safe body writer writes the terminating chunk this way.
+        if bufs.iter().map(|b| b.len()).sum::<usize>() == LAST_CHUNK.len()
+            && bufs.iter().flat_map(|b| b.iter()).eq(LAST_CHUNK)
+        {
+            self.release();
         }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
@@ -472,5 +462,129 @@ mod tests {
         let d = c.admit().unwrap();
         drop((b, d));
         assert_eq!(c.open(), 0);
+    }
+
+    /// A client stream as pingora's listener makes it: writes wait in a buffer, and a
+    /// flush sends them (here: into `sent`).
+    #[derive(Debug, Default)]
+    struct Buffered {
+        buffer: Vec<u8>,
+        sent: Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl AsyncRead for Buffered {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Buffered {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.buffer.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            bufs.iter().for_each(|b| self.buffer.extend_from_slice(b));
+            Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()))
+        }
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+        fn poll_flush(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            let written = std::mem::take(&mut self.buffer);
+            self.sent.lock().unwrap().extend(written);
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.poll_flush(cx)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Shutdown for Buffered {
+        async fn shutdown(&mut self) {}
+    }
+    impl UniqueID for Buffered {
+        fn id(&self) -> UniqueIDType {
+            0
+        }
+    }
+    impl Ssl for Buffered {}
+    impl pingora::protocols::GetTimingDigest for Buffered {
+        fn get_timing_digest(&self) -> Vec<Option<pingora::protocols::TimingDigest>> {
+            Vec::new()
+        }
+    }
+    impl pingora::protocols::GetProxyDigest for Buffered {
+        fn get_proxy_digest(&self) -> Option<Arc<pingora::protocols::raw_connect::ProxyDigest>> {
+            None
+        }
+    }
+    impl pingora::protocols::GetSocketDigest for Buffered {
+        fn get_socket_digest(&self) -> Option<Arc<pingora::protocols::SocketDigest>> {
+            None
+        }
+    }
+    impl pingora::protocols::Peek for Buffered {}
+
+    #[tokio::test]
+    async fn a_gathered_answer_leaves_at_its_terminating_chunk_and_the_next_flushes_as_usual() {
+        use tokio::io::AsyncWriteExt;
+        let stream = Buffered::default();
+        let sent = stream.sent.clone();
+        let taken = || std::mem::take(&mut *sent.lock().unwrap());
+        let c = Connections::new(2, Duration::from_secs(1), |_| Vec::new());
+        let held = c.admit().unwrap();
+        let mut conn = c.wrap(Box::new(stream), held);
+
+        // As pingora writes a chunked answer: the head, flushed; a chunk, flushed; the
+        // terminating chunk, flushed.
+        conn.gather();
+        conn.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        conn.flush().await.unwrap();
+        conn.write_all(b"3\r\nabc\r\n").await.unwrap();
+        conn.flush().await.unwrap();
+        assert_eq!(taken(), b"", "held back until the end");
+        conn.write_all(LAST_CHUNK).await.unwrap();
+        conn.flush().await.unwrap();
+        assert_eq!(taken(), b"HTTP/1.1 200 OK\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+
+        // Not gathered: a flush sends at once.
+        conn.write_all(b"next").await.unwrap();
+        conn.flush().await.unwrap();
+        assert_eq!(taken(), b"next");
+
+        // The terminating chunk as one vectored write (pingora's cancel-safe body
+        // writer) ends it too.
+        conn.gather();
+        conn.write_all(b"held").await.unwrap();
+        conn.flush().await.unwrap();
+        assert_eq!(taken(), b"");
+        let end = [io::IoSlice::new(b"0\r\n"), io::IoSlice::new(b"\r\n")];
+        let n = std::future::poll_fn(|cx| Pin::new(&mut conn).poll_write_vectored(cx, &end))
+            .await
+            .unwrap();
+        assert_eq!(n, 5);
+        conn.flush().await.unwrap();
+        assert_eq!(taken(), b"held0\r\n\r\n");
+
+        // The request is over without one (an answer cut short): flushes go through.
+        conn.gather();
+        conn.write_all(b"cut").await.unwrap();
+        conn.release();
+        conn.flush().await.unwrap();
+        assert_eq!(taken(), b"cut");
     }
 }

@@ -240,23 +240,29 @@ pub struct Relabel {
     /// `Content-Encoding: gzip` and `Vary: Accept-Encoding` added, as kube-apiserver's
     /// deferredResponseWriter sets them (Vary added to, not replaced).
     pub gzip: bool,
-    /// The client's HTTP/1 connection gathers the response's writes into full segments
-    /// until it ends (`TCP_CORK`): pingora flushes a head without `Content-Length`, then
-    /// each chunk, then the terminating chunk, three segments and three wake-ups of the
-    /// client for one small answer. Not a watch's stream, whose events go out as they
-    /// come; not HTTP/2, whose frames the h2 library writes.
+    /// The client's HTTP/1.1 connection holds the response's flushes back until the
+    /// terminating chunk is written: pingora (pingora-core 0.9.1,
+    /// `protocols/http/v1/server.rs` `prepare_response_header`, `body.rs`
+    /// `do_write_chunked_body`) flushes a head without `Content-Length`, then each
+    /// chunk, then the terminating chunk: three sends, three segments and three
+    /// wake-ups of the client for one small answer (strace in bench/README.md), where
+    /// the write buffer (`server.write_buffer_bytes`) holds all three. Not a watch's
+    /// stream, whose events go out as they come; not HTTP/2, whose frames the h2
+    /// library writes; not HTTP/1.0, whose body ends with the connection and so has no
+    /// terminating chunk; not the answer to a `HEAD`, which has no body to end.
     pub gather: bool,
 }
 
 impl OnResponse {
     /// How the response head changes for the client; `None`: it passes as it came.
-    pub fn relabel(&self, framing: ClientFraming) -> Option<Relabel> {
+    /// `head_request`: the request was a `HEAD`, whose answer has no body.
+    pub fn relabel(&self, framing: ClientFraming, head_request: bool) -> Option<Relabel> {
         Some(Relabel {
             content_type: self.action.content_type()?,
             strip: &STRIPPED_HEADERS,
             chunked: framing == ClientFraming::Http11,
             gzip: self.gzip,
-            gather: framing != ClientFraming::Http2 && !self.watch_stream,
+            gather: framing == ClientFraming::Http11 && !self.watch_stream && !head_request,
         })
     }
 }
@@ -710,26 +716,25 @@ mod tests {
                 gather,
             })
         };
+        let (c, seq) = ("application/cbor", "application/cbor-seq");
+        // (decision, framing, HEAD, want)
         let cases = [
-            (json, Http11, None),
-            (list, Http11, want("application/cbor", true, false, true)),
-            (list, Http2, want("application/cbor", false, false, false)),
-            (list, Http10, want("application/cbor", false, false, true)),
-            (
-                watch,
-                Http11,
-                want("application/cbor-seq", true, false, false),
-            ),
-            (
-                watch,
-                Http10,
-                want("application/cbor-seq", false, false, false),
-            ),
-            (big, Http2, want("application/cbor", false, true, false)),
-            (big, Http11, want("application/cbor", true, true, true)),
+            (json, Http11, false, None),
+            (list, Http11, false, want(c, true, false, true)),
+            (list, Http11, true, want(c, true, false, false)),
+            (list, Http2, false, want(c, false, false, false)),
+            (list, Http10, false, want(c, false, false, false)),
+            (watch, Http11, false, want(seq, true, false, false)),
+            (watch, Http10, false, want(seq, false, false, false)),
+            (big, Http2, false, want(c, false, true, false)),
+            (big, Http11, false, want(c, true, true, true)),
         ];
-        for (decision, framing, want) in cases {
-            assert_eq!(decision.relabel(framing), want, "{decision:?} {framing:?}");
+        for (decision, framing, head_request, want) in cases {
+            assert_eq!(
+                decision.relabel(framing, head_request),
+                want,
+                "{decision:?} {framing:?} {head_request}"
+            );
         }
     }
 

@@ -525,12 +525,13 @@ impl Exchange {
 
     /// Relabel the response head as decided and get the body's stages ready; a watch's
     /// stream counts as open from here until the request is over. True: the client's
-    /// connection gathers this response's writes until it ends
+    /// connection holds this response's flushes until its terminating chunk
     /// ([`crate::negotiate::response::Relabel::gather`]).
     pub fn relabel_response(
         &mut self,
         resp: &mut ResponseHeader,
         framing: ClientFraming,
+        head_request: bool,
         s: &CodecSettings,
     ) -> Result<bool> {
         let Stage::Answered(r, response) = &mut self.stage else {
@@ -541,7 +542,7 @@ impl Exchange {
             self.held.watch = Some(GaugeHeld::hold(&metrics().watch_streams_active));
         }
         response.prepare(s, r.labels.resource);
-        let Some(edits) = decision.relabel(framing) else {
+        let Some(edits) = decision.relabel(framing, head_request) else {
             return Ok(false);
         };
         resp.insert_header("Content-Type", HeaderValue::from_static(edits.content_type))?;
@@ -774,7 +775,7 @@ mod tests {
             ex.peer_choice().unwrap();
             ex.decide_response(&resp).unwrap();
             ex.upstream_answered(200, None);
-            ex.relabel_response(&mut resp, ClientFraming::Http11, &s)
+            ex.relabel_response(&mut resp, ClientFraming::Http11, false, &s)
                 .unwrap();
             assert_eq!(watches(), w0 + 1, "the stream is open");
             panic!("a bug in the middle of a watch");
@@ -794,7 +795,7 @@ mod tests {
         let mut resp = json_ok();
         ex.peer_choice().unwrap();
         ex.decide_response(&resp).unwrap();
-        ex.relabel_response(&mut resp, ClientFraming::Http2, &s)
+        ex.relabel_response(&mut resp, ClientFraming::Http2, false, &s)
             .unwrap();
         assert_eq!(watches(), w0 + 1);
         ex.release();
@@ -846,7 +847,7 @@ mod tests {
             ("relabel_response", |ex| {
                 let s = settings();
                 let mut resp = json_ok();
-                ex.relabel_response(&mut resp, ClientFraming::Http11, &s)
+                ex.relabel_response(&mut resp, ClientFraming::Http11, false, &s)
                     .is_ok()
             }),
             ("response", |ex| ex.response().is_ok()),

@@ -394,7 +394,8 @@ impl Steps {
         let upgrade = session.req_header().headers.get(http::header::UPGRADE);
         ex.upstream_answered(resp.status.as_u16(), upgrade.and_then(|v| v.to_str().ok()));
         self.connection_reuse(session);
-        if ex.relabel_response(resp, framing(session), &self.codecs)? {
+        let head_request = session.req_header().method == http::Method::HEAD;
+        if ex.relabel_response(resp, framing(session), head_request, &self.codecs)? {
             connections::gather(session.as_downstream());
         }
         Ok(())

@@ -621,10 +621,10 @@ fn status_504_when_the_upstream_sends_no_headers_in_time() {
 fn a_hundred_transcoded_gets_on_one_connection() {
     let h = Harness::start("legacy", &[]);
     let mut c = Conn::connect(h.proxy);
-    // A transcoded answer is written corked (`TCP_CORK`) and released when the request
-    // is over; an answer whose release never came would end only when Linux sends what
-    // is held, 200 ms later (tcp(7)): a hundred of them at least 20 s. Here they take
-    // well under a second; 10 s leaves room for a loaded machine.
+    // A transcoded answer's flushes are held back until its terminating chunk is
+    // written; an answer whose end did not let them go would not arrive at all, and
+    // one let go late would show in the time. Here a hundred take well under a
+    // second; 10 s leaves room for a loaded machine.
     let started = std::time::Instant::now();
     for i in 0..100 {
         let path = if i % 2 == 0 {
