@@ -282,6 +282,14 @@ pub fn release(session: &pingora::protocols::http::ServerSession) {
 /// `do_finish_chunked_body`), before the flush that must go through.
 const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
+/// Whether a write of `pieces` is the terminating chunk alone: written whole
+/// (`do_finish_chunked_body`) or as one vectored write (pingora's cancel-safe body
+/// writer, `poll_finish_chunked_task`).
+fn is_last_chunk(pieces: &[io::IoSlice<'_>]) -> bool {
+    pieces.iter().map(|p| p.len()).sum::<usize>() == LAST_CHUNK.len()
+        && pieces.iter().flat_map(|p| p.iter()).eq(LAST_CHUNK)
+}
+
 impl Drop for Conn {
     fn drop(&mut self) {
         self.stop_arriving();
@@ -337,7 +345,7 @@ impl AsyncWrite for Conn {
         if let Some(done) = self.poll_refusal(cx) {
             return done.map_ok(|()| buf.len());
         }
-        if buf == LAST_CHUNK {
+        if is_last_chunk(&[io::IoSlice::new(buf)]) {
             self.release();
         }
         Pin::new(&mut self.inner).poll_write(cx, buf)
@@ -362,10 +370,7 @@ impl AsyncWrite for Conn {
         if let Some(done) = self.poll_refusal(cx) {
             return done.map_ok(|()| bufs.iter().map(|b| b.len()).sum());
         }
-        // pingora's cancel-safe body writer writes the terminating chunk this way.
-        if bufs.iter().map(|b| b.len()).sum::<usize>() == LAST_CHUNK.len()
-            && bufs.iter().flat_map(|b| b.iter()).eq(LAST_CHUNK)
-        {
+        if is_last_chunk(bufs) {
             self.release();
         }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
