@@ -92,77 +92,68 @@ fn who(tls_client: Option<&str>, headers: &[(String, String)]) -> String {
 fn upstream(rt: &tokio::runtime::Runtime, cluster: &Ca, front_proxy_ca: &Ca) -> (SocketAddr, Log) {
     let server = cluster.server("upstream-serving");
     let acceptor = client_cert_acceptor(front_proxy_ca.der(), server.der, server.key, true);
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let log: Log = Arc::default();
     let log2 = log.clone();
-    rt.spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, log) = (acceptor.clone(), log2.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
+    let addr = crate::upstream::serve_tls(rt, acceptor, move |tls| {
+        let log = log2.clone();
+        async move {
+            let tls_client = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(cn_of);
+            let mut r = BufReader::new(tls);
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).await.unwrap_or(0) == 0 {
                     return;
-                };
-                let tls_client = tls
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|c| c.first())
-                    .and_then(cn_of);
-                let mut r = BufReader::new(tls);
+                }
+                let path = line.split(' ').nth(1).unwrap_or("").to_string();
+                let mut headers = Vec::new();
                 loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).await.unwrap_or(0) == 0 {
                         return;
                     }
-                    let path = line.split(' ').nth(1).unwrap_or("").to_string();
-                    let mut headers = Vec::new();
-                    loop {
-                        let mut h = String::new();
-                        if r.read_line(&mut h).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let h = h.trim_end();
-                        if h.is_empty() {
-                            break;
-                        }
-                        if let Some((k, v)) = h.split_once(':') {
-                            headers.push((k.trim().to_string(), v.trim().to_string()));
-                        }
+                    let h = h.trim_end();
+                    if h.is_empty() {
+                        break;
                     }
-                    let upgrade = headers
-                        .iter()
-                        .any(|(k, _)| k.eq_ignore_ascii_case("upgrade"));
-                    let who = who(tls_client.as_deref(), &headers);
-                    if path != "/readyz" {
-                        log.lock().unwrap().push(Seen {
-                            path,
-                            headers,
-                            tls_client: tls_client.clone(),
-                            who: who.clone(),
-                        });
+                    if let Some((k, v)) = h.split_once(':') {
+                        headers.push((k.trim().to_string(), v.trim().to_string()));
                     }
-                    let w = r.get_mut();
-                    if upgrade {
-                        let _ = w
+                }
+                let upgrade = headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("upgrade"));
+                let who = who(tls_client.as_deref(), &headers);
+                if path != "/readyz" {
+                    log.lock().unwrap().push(Seen {
+                        path,
+                        headers,
+                        tls_client: tls_client.clone(),
+                        who: who.clone(),
+                    });
+                }
+                let w = r.get_mut();
+                if upgrade {
+                    let _ = w
                             .write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
                             .await;
-                        let mut buf = [0u8; 1024];
-                        while matches!(r.read(&mut buf).await, Ok(n) if n > 0) {}
-                        return;
-                    }
-                    let body = format!("{{\"user\":{who:?}}}");
-                    let head = format!(
+                    let mut buf = [0u8; 1024];
+                    while matches!(r.read(&mut buf).await, Ok(n) if n > 0) {}
+                    return;
+                }
+                let body = format!("{{\"user\":{who:?}}}");
+                let head = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                         body.len()
                     );
-                    if w.write_all((head + &body).as_bytes()).await.is_err() {
-                        return;
-                    }
+                if w.write_all((head + &body).as_bytes()).await.is_err() {
+                    return;
                 }
-            });
+            }
         }
     });
     (addr, log)

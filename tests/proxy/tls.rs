@@ -946,57 +946,48 @@ fn resetting_h2_upstream(p: &Pki, rt: &tokio::runtime::Runtime) -> (u16, Arc<Ato
         .unwrap();
     cfg.alpn_protocols = vec![b"h2".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
     let resets = Arc::new(AtomicUsize::new(0));
     let counted = resets.clone();
-    rt.spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, resets) = (acceptor.clone(), counted.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut conn) = h2::server::handshake(tls).await else {
-                    return;
-                };
-                while let Some(Ok((req, mut respond))) = conn.accept().await {
-                    if req.uri().path() == "/readyz" {
-                        let head = http::Response::builder().status(200).body(()).unwrap();
-                        if let Ok(mut body) = respond.send_response(head, false) {
-                            let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
-                        }
-                    } else if req.uri().path().ends_with("configmaps") {
-                        let head = http::Response::builder()
-                            .status(200)
-                            .header("content-type", "application/json")
-                            .body(())
-                            .unwrap();
-                        let resets = resets.clone();
-                        tokio::spawn(async move {
-                            let Ok(mut body) = respond.send_response(head, false) else {
-                                return;
-                            };
-                            let part = br#"{"kind":"ConfigMapList","items":[{"metadata":{"#;
-                            let _ = body.send_data(bytes::Bytes::from_static(part), false);
-                            // The fault under test: the head and part of the body have
-                            // gone out, and the stream is reset a moment later (not
-                            // synchronisation; the client waits on its socket).
-                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                            body.send_reset(h2::Reason::INTERNAL_ERROR);
-                            resets.fetch_add(1, Ordering::SeqCst);
-                        });
-                    } else {
-                        respond.send_reset(h2::Reason::INTERNAL_ERROR);
-                        resets.fetch_add(1, Ordering::SeqCst);
+    let addr = crate::upstream::serve_tls(rt, acceptor, move |tls| {
+        let resets = counted.clone();
+        async move {
+            let Ok(mut conn) = h2::server::handshake(tls).await else {
+                return;
+            };
+            while let Some(Ok((req, mut respond))) = conn.accept().await {
+                if req.uri().path() == "/readyz" {
+                    let head = http::Response::builder().status(200).body(()).unwrap();
+                    if let Ok(mut body) = respond.send_response(head, false) {
+                        let _ = body.send_data(bytes::Bytes::from_static(b"ok"), true);
                     }
+                } else if req.uri().path().ends_with("configmaps") {
+                    let head = http::Response::builder()
+                        .status(200)
+                        .header("content-type", "application/json")
+                        .body(())
+                        .unwrap();
+                    let resets = resets.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut body) = respond.send_response(head, false) else {
+                            return;
+                        };
+                        let part = br#"{"kind":"ConfigMapList","items":[{"metadata":{"#;
+                        let _ = body.send_data(bytes::Bytes::from_static(part), false);
+                        // The fault under test: the head and part of the body have
+                        // gone out, and the stream is reset a moment later (not
+                        // synchronisation; the client waits on its socket).
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        body.send_reset(h2::Reason::INTERNAL_ERROR);
+                        resets.fetch_add(1, Ordering::SeqCst);
+                    });
+                } else {
+                    respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                    resets.fetch_add(1, Ordering::SeqCst);
                 }
-            });
+            }
         }
     });
-    (port, resets)
+    (addr.port(), resets)
 }
 
 /// An HTTP/2 upstream that resets a stream before answering is an upstream failure in

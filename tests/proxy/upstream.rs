@@ -1,7 +1,8 @@
 //! The small TLS upstream `early_answer` and `goaway` put behind cborgate, each with
 //! its own HTTP/2 and HTTP/1.1 servers: the listener on loopback, with a CA made for
 //! the test, that hands every connection to one of them by ALPN, and the pieces both
-//! use to read a request and write a JSON answer.
+//! use to read a request and write a JSON answer. Its accept loop ([`serve_tls`]) also
+//! serves the TLS upstreams of `tls` and `identity`.
 
 use crate::support::harness::Harness;
 use crate::support::pki::{provider, Ca};
@@ -63,27 +64,47 @@ where
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let seen = Arc::new(S::default());
+    let s = seen.clone();
+    let addr = serve_tls(&rt, acceptor, move |tls| {
+        let seen = s.clone();
+        async move {
+            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                serve_h2(tls, seen).await;
+            } else {
+                serve_h1(tls, seen).await;
+            }
+        }
+    });
+    Upstream { addr, seen, ca, rt }
+}
+
+/// Listen on loopback on `rt`, and hand every connection `acceptor` accepts to `serve`
+/// in a task of its own; a connection whose handshake fails is dropped. The listener's
+/// address.
+pub fn serve_tls<F, Fut>(
+    rt: &tokio::runtime::Runtime,
+    acceptor: tokio_rustls::TlsAcceptor,
+    serve: F,
+) -> std::net::SocketAddr
+where
+    F: Fn(Tls) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let s = seen.clone();
     rt.spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, seen) = (acceptor.clone(), s.clone());
+            let (acceptor, serve) = (acceptor.clone(), serve.clone());
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    serve_h2(tls, seen).await;
-                } else {
-                    serve_h1(tls, seen).await;
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    serve(tls).await;
                 }
             });
         }
     });
-    Upstream { addr, seen, ca, rt }
+    addr
 }
 
 /// Answer an HTTP/2 request with `status` and the JSON `body`, which ends the stream's
