@@ -228,13 +228,12 @@ pub enum ClientFraming {
     Http10,
 }
 
-/// The response head's edits for a transcoded body.
+/// The response head's edits for a transcoded body, which also loses
+/// [`STRIPPED_HEADERS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Relabel {
     /// The new `Content-Type`.
     pub content_type: &'static str,
-    /// Remove these ([`STRIPPED_HEADERS`]).
-    pub strip: &'static [&'static str],
     /// `Transfer-Encoding: chunked`: the transcoded length is not known in advance.
     pub chunked: bool,
     /// `Content-Encoding: gzip` and `Vary: Accept-Encoding` added, as kube-apiserver's
@@ -259,7 +258,6 @@ impl OnResponse {
     pub fn relabel(&self, framing: ClientFraming, head_request: bool) -> Option<Relabel> {
         Some(Relabel {
             content_type: self.action.content_type()?,
-            strip: &STRIPPED_HEADERS,
             chunked: framing == ClientFraming::Http11,
             gzip: self.gzip,
             gather: framing == ClientFraming::Http11 && !self.watch_stream && !head_request,
@@ -710,7 +708,6 @@ mod tests {
         let want = |content_type, chunked, gzip, gather| {
             Some(Relabel {
                 content_type,
-                strip: &STRIPPED_HEADERS,
                 chunked,
                 gzip,
                 gather,

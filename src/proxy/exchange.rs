@@ -25,7 +25,10 @@ use crate::negotiate::{
 };
 use crate::proxy::request_labels::{count_refusal, RequestLabels};
 use bytes::Bytes;
-use http::header::{HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{
+    HeaderName, ACCEPT_ENCODING, ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE,
+    ETAG, TRANSFER_ENCODING,
+};
 use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
@@ -161,6 +164,17 @@ fn response_head(resp: &ResponseHeader) -> ResponseHead<'_> {
         content_length: header(resp, CONTENT_LENGTH).and_then(|v| v.trim().parse().ok()),
     }
 }
+
+/// [`STRIPPED_HEADERS`](crate::negotiate::response::STRIPPED_HEADERS) as header names, made
+/// once: a name given as text is parsed again at each removal, in both of pingora's maps.
+static STRIPPED: [HeaderName; 6] = [
+    CONTENT_LENGTH,
+    ETAG,
+    HeaderName::from_static("content-md5"),
+    HeaderName::from_static("digest"),
+    ACCEPT_RANGES,
+    CONTENT_ENCODING,
+];
 
 /// A request that repeats one `Content-Length` (pingora accepts identical repeats) goes
 /// upstream with it once.
@@ -362,7 +376,7 @@ impl Exchange {
             None => {}
         }
         if r.plan.strips_accept_encoding() {
-            req.remove_header("Accept-Encoding");
+            req.remove_header(&ACCEPT_ENCODING);
         }
         match r.plan.body_for_attempt(r.request.replaying()) {
             BodyAction::PassThrough => {}
@@ -381,7 +395,7 @@ impl Exchange {
         }
         if let Some(body) = r.request.held() {
             // The body was read whole: its exact length, one Content-Length line.
-            req.remove_header("Transfer-Encoding");
+            req.remove_header(&TRANSFER_ENCODING);
             req.insert_header("Content-Length", body.len().to_string())?;
         } else {
             single_content_length(req)?;
@@ -546,8 +560,8 @@ impl Exchange {
             return Ok(false);
         };
         resp.insert_header("Content-Type", HeaderValue::from_static(edits.content_type))?;
-        for h in edits.strip {
-            resp.remove_header(*h);
+        for h in &STRIPPED {
+            resp.remove_header(h);
         }
         if edits.chunked {
             resp.insert_header("Transfer-Encoding", HeaderValue::from_static("chunked"))?;
@@ -709,6 +723,16 @@ mod tests {
     use crate::codec::{Limits, StringMode};
     use crate::negotiate::identity::{identify, HeaderNames};
     use crate::negotiate::{plan, RequestHead, RequestLimits, UpstreamMode};
+
+    #[test]
+    fn the_stripped_names_are_the_decided_ones() {
+        let names: Vec<&str> = STRIPPED.iter().map(HeaderName::as_str).collect();
+        let decided: Vec<String> = crate::negotiate::response::STRIPPED_HEADERS
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect();
+        assert_eq!(names, decided);
+    }
 
     fn settings() -> CodecSettings {
         CodecSettings {
