@@ -84,19 +84,30 @@ pub async fn load(
     req: Arc<Request>,
     conns: usize,
     time: Duration,
+    rate: Option<f64>,
     done: Arc<AtomicU64>,
 ) -> Run {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
+    // Paced: connection k sends its i-th request at `started + (k + i × conns) / rate`,
+    // or at once when it is behind, so every contestant gets the same requests at the
+    // same times while it keeps up.
+    let interval = rate.map(|r| Duration::from_secs_f64(conns as f64 / r));
     let mut tasks = Vec::new();
-    for _ in 0..conns {
+    for k in 0..conns {
         let (req, stop, done) = (req.clone(), stop.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
             let mut run = Run::default();
             let bytes = req.bytes();
             let mut body = Vec::new();
             let mut conn: Option<Conn> = None;
+            let mut due = interval
+                .map(|i| tokio::time::Instant::from_std(started) + i * k as u32 / conns as u32);
             while !stop.load(Ordering::Relaxed) && started.elapsed() < time {
+                if let (Some(at), Some(i)) = (due.as_mut(), interval) {
+                    tokio::time::sleep_until(*at).await;
+                    *at += i;
+                }
                 let t = Instant::now();
                 let result = async {
                     if conn.is_none() {

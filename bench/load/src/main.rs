@@ -24,7 +24,9 @@
 //! watches, 20 TLS connections: for the harness's own test), `--no-anchors`, `--out
 //! DIR`, `--only SCENARIO` (print, write nothing; `--only TLS` runs both TLS
 //! scenarios), `--tls-connections N` (default 200), `--cborgate PATH` (the binary under
-//! test; `bench/load.sh` passes it).
+//! test; `bench/load.sh` passes it), `--rate N` (the keep-alive scenarios' load paced to N
+//! requests per second in all, the same for every contestant, instead of as fast as each
+//! answers: CPU per request at one offered load, which is what an operator pays).
 
 #[path = "../../gen.rs"]
 #[allow(dead_code)]
@@ -279,6 +281,8 @@ struct Options {
     codec_reps: usize,
     /// New TLS connections per turn of the TLS scenarios (200; fewer for `--smoke`).
     tls_connections: usize,
+    /// `--rate N`: the load paced to N requests per second in all.
+    rate: Option<f64>,
 }
 
 fn options() -> Options {
@@ -297,6 +301,7 @@ fn options() -> Options {
         idle_watches: 1000,
         codec_reps: 10,
         tls_connections: TLS_CONNECTIONS,
+        rate: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -331,6 +336,13 @@ fn options() -> Options {
                     .and_then(|v| v.parse().ok())
                     .expect("--tls-connections N")
             }
+            "--rate" => {
+                o.rate = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .expect("--rate REQUESTS_PER_SECOND"),
+                )
+            }
             "--no-anchors" => o.no_anchors = true,
             "--shared-cores" => o.shared_cores = true,
             "--out" => o.out = PathBuf::from(args.next().expect("--out DIR")),
@@ -340,7 +352,7 @@ fn options() -> Options {
                 eprintln!(
                     "usage: cborgate-load [--seconds N] [--rounds N] [--quick] [--smoke] \
                      [--no-anchors] [--shared-cores] [--out DIR] [--cborgate PATH] [--only SCENARIO] \
-                     [--tls-connections N]"
+                     [--tls-connections N] [--rate REQUESTS_PER_SECOND]"
                 );
                 std::process::exit(2);
             }
@@ -412,6 +424,8 @@ struct Bench {
     /// Where the measured proxies run.
     cpus: procs::Cpus,
     per_run: Duration,
+    /// Requests per second in all, paced (`--rate`); none: as fast as each proxy answers.
+    rate: Option<f64>,
     /// Whether `perf` counts futex calls here (checked once at the start).
     perf: bool,
     /// What went wrong counting futex calls in a turn (each said once).
@@ -534,13 +548,21 @@ impl Bench {
             req.clone(),
             conns,
             Duration::from_millis(300),
+            self.rate,
             Arc::new(AtomicU64::new(0)),
         );
         self.client
             .block_on(async { tokio::time::timeout(Duration::from_secs(30), warm).await })
             .map_err(|_| "the warm-up did not finish within 30 s".to_string())?;
         let done = Arc::new(AtomicU64::new(0));
-        let load = client::load(proxy.addr, req, conns, self.per_run, done.clone());
+        let load = client::load(
+            proxy.addr,
+            req,
+            conns,
+            self.per_run,
+            self.rate,
+            done.clone(),
+        );
         let deadline = Instant::now() + self.per_run + Duration::from_secs(30);
         let (run, m) = self.metered(&proxy, || {
             self.client.block_on(async {
@@ -738,6 +760,7 @@ fn main() {
         anchors,
         cpus,
         per_run: Duration::from_secs_f64(o.seconds),
+        rate: o.rate,
         perf,
         perf_problems: RefCell::new(Vec::new()),
     };
