@@ -340,7 +340,8 @@ fn options() -> Options {
                 o.rate = Some(
                     args.next()
                         .and_then(|v| v.parse().ok())
-                        .expect("--rate REQUESTS_PER_SECOND"),
+                        .filter(|r: &f64| r.is_finite() && *r > 0.0)
+                        .expect("--rate REQUESTS_PER_SECOND (above 0)"),
                 )
             }
             "--no-anchors" => o.no_anchors = true,
