@@ -101,12 +101,15 @@ pub async fn load(
             let bytes = req.bytes();
             let mut body = Vec::new();
             let mut conn: Option<Conn> = None;
-            let mut due = interval
-                .map(|i| tokio::time::Instant::from_std(started) + i * k as u32 / conns as u32);
+            // When the next request is due, and the time between two.
+            let mut pace = interval.map(|i| {
+                let first = tokio::time::Instant::from_std(started) + i * k as u32 / conns as u32;
+                (first, i)
+            });
             while !stop.load(Ordering::Relaxed) && started.elapsed() < time {
-                if let (Some(at), Some(i)) = (due.as_mut(), interval) {
-                    tokio::time::sleep_until(*at).await;
-                    *at += i;
+                if let Some((due, i)) = pace.as_mut() {
+                    tokio::time::sleep_until(*due).await;
+                    *due += *i;
                 }
                 let t = Instant::now();
                 let result = async {
